@@ -1,0 +1,75 @@
+// Command kiln turns a bounded DAG workflow into a sealed, signed,
+// capability-pruned Go binary, and runs workflows from TOML for development.
+//
+// Each subcommand lives in its own cmd_<name>.go file and registers itself
+// in init with addCommand.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sort"
+)
+
+// Exit codes shared by every subcommand (WORKFLOW-FORMAT §6).
+const (
+	exitOK       = 0
+	exitTestFail = 1 // kiln test: a fixture failed
+	exitUsage    = 2 // usage or configuration error, unreadable/unparsable input
+	exitFailed   = 5 // failed / timed out / errored / validation failed / verification failed
+	exitBlocked  = 6 // preflight: a mandatory need is unmet
+	exitPaused   = 7
+)
+
+type command struct {
+	name    string
+	summary string
+	run     func(args []string, stdout, stderr io.Writer) int
+}
+
+var commands = map[string]command{}
+
+func addCommand(c command) {
+	if _, dup := commands[c.name]; dup {
+		panic("kiln: command registered twice: " + c.name)
+	}
+	commands[c.name] = c
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "kiln: unknown command %q\n\n", args[0])
+		usage(stderr)
+		return exitUsage
+	}
+	return c.run(args[1:], stdout, stderr)
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: kiln <command> [flags] [args]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "commands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "run 'kiln <command> -h' for a command's flags")
+}

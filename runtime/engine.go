@@ -1,0 +1,615 @@
+package runtime
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	mrand "math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kilnworks/kiln/runtime/policy"
+)
+
+const (
+	// MaxSteps backstops loop edges: no run executes more nodes than this.
+	MaxSteps = 10000
+	// MaxCallDepth bounds call/parallel/map nesting.
+	MaxCallDepth = 8
+)
+
+// Engine runs programs. One engine serves many concurrent runs.
+type Engine struct {
+	// Audit receives structured audit events (policy.denied, node.retry,
+	// workflow.*). Nil discards them.
+	Audit *slog.Logger
+	// Services are the clients handlers reach (intelligence, MCP, secrets).
+	Services *Services
+	// StateDir holds checkpoints ("" = pausing is an error).
+	StateDir string
+	// Policy, when set, replaces each program's own policy (fixture
+	// overrides, approvals narrowing).
+	Policy *policy.Policy
+	// Now and Sleep are injectable for tests.
+	Now   func() time.Time
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+// Services are the clients capability handlers use. Fields are filled by
+// the binary's CLI (flags, secrets) or by the fixture runner (mocks).
+type Services struct {
+	// Intelligence returns the client of a named backend ("default" is the
+	// --intel-unix / --intel-http transport).
+	Intelligence func(backend string) (IntelligenceClient, error)
+	// MCP is the MCP client pool (nil: no MCP configured).
+	MCP MCPClient
+	// Secret returns a secret's current value by [[secrets]] name (falling
+	// back to the environment). Values must never be logged.
+	Secret func(name string) (string, error)
+	// Emit fires an internal.event trigger (emit_event nodes).
+	Emit func(ctx context.Context, event string, payload any) error
+	// Values holds further services by key, for capability packages that
+	// need their own (keyed by an unexported type of that package).
+	Values sync.Map
+}
+
+// IntelligenceClient performs one completion.
+type IntelligenceClient interface {
+	Complete(ctx context.Context, req *CompletionRequest) (*CompletionResponse, error)
+}
+
+// Message is one chat turn.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// CompletionRequest is the `complete` call's params.
+type CompletionRequest struct {
+	Model     string    `json:"model"`
+	Messages  []Message `json:"messages"`
+	MaxTokens int       `json:"max_tokens"`
+}
+
+// Usage is the token cost of one completion.
+type Usage struct {
+	PromptTokens     int64 `json:"prompt_tokens"`
+	CompletionTokens int64 `json:"completion_tokens"`
+}
+
+// CompletionResponse is the `complete` call's result.
+type CompletionResponse struct {
+	Content string `json:"content"`
+	Usage   Usage  `json:"usage"`
+}
+
+// MCPClient reaches MCP servers by name ("" = the default server). Results
+// are the raw JSON objects of tools/call and resources/read.
+type MCPClient interface {
+	CallTool(ctx context.Context, server, tool string, args map[string]any) (map[string]any, error)
+	ReadResource(ctx context.Context, server, uri string) (map[string]any, error)
+}
+
+// RunOptions starts one run.
+type RunOptions struct {
+	Start       string         // start node name ("" = default)
+	Trigger     map[string]any // built with MakeTrigger; nil = manual, empty
+	DryRun      bool
+	Timeout     time.Duration // 0 = [budget].max_run_time_secs, else none
+	ExecutionID string        // "" = random
+	// Resume continues a checkpointed run instead of starting fresh.
+	Resume *Checkpoint
+	// CheckpointEachNode writes a checkpoint after every node (crash
+	// recovery with --resume-incomplete). Needs StateDir.
+	CheckpointEachNode bool
+}
+
+// MakeTrigger builds the `trigger` context value: an object payload's
+// fields are hoisted, any other payload sits under "input", and kind is set
+// last so a payload cannot spoof it.
+func MakeTrigger(kind string, payload any) map[string]any {
+	t := map[string]any{}
+	switch p := payload.(type) {
+	case map[string]any:
+		for k, v := range p {
+			t[k] = v
+		}
+	case nil:
+	default:
+		t["input"] = p
+	}
+	t["kind"] = kind
+	return t
+}
+
+func (e *Engine) now() time.Time {
+	if e.Now != nil {
+		return e.Now()
+	}
+	return time.Now()
+}
+
+func (e *Engine) sleep(ctx context.Context, d time.Duration) error {
+	if e.Sleep != nil {
+		return e.Sleep(ctx, d)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (e *Engine) audit() *slog.Logger {
+	if e.Audit != nil {
+		return e.Audit
+	}
+	return discardLogger
+}
+
+var discardLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func (e *Engine) services() *Services {
+	if e.Services != nil {
+		return e.Services
+	}
+	return &Services{}
+}
+
+// NewExecutionID returns a random run id.
+func NewExecutionID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Run is the state of one executing workflow. Handlers reach it through
+// Call.Run.
+type Run struct {
+	Engine      *Engine
+	Program     *Program
+	ExecutionID string
+	StartNode   string
+	DryRun      bool
+	Deadline    time.Time // zero: none
+	Depth       int
+	Counters    *Counters
+
+	budget *budget
+	parent *Run
+
+	mu      sync.RWMutex
+	outputs map[string]any
+	trigger map[string]any
+	loops   map[int]int
+	trace   *Trace
+	respond *HTTPResponse
+	last    string
+}
+
+type budget struct {
+	maxTokens int64 // 0 = unlimited
+	mu        sync.Mutex
+	used      int64
+}
+
+// Resolve looks up a dotted context path: the first segment is a node id or
+// `trigger`; any miss is (nil, false).
+func (r *Run) Resolve(path string) (any, bool) {
+	head, rest, _ := strings.Cut(path, ".")
+	r.mu.RLock()
+	var root any
+	var ok bool
+	if head == "trigger" {
+		root, ok = r.trigger, true
+	} else {
+		root, ok = r.outputs[head]
+	}
+	r.mu.RUnlock()
+	if !ok {
+		return nil, false
+	}
+	return Lookup(root, rest)
+}
+
+// Trigger returns the run's trigger value.
+func (r *Run) Trigger() map[string]any { return r.trigger }
+
+// Outputs returns a copy of the node outputs so far.
+func (r *Run) Outputs() map[string]any {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make(map[string]any, len(r.outputs))
+	for k, v := range r.outputs {
+		out[k] = v
+	}
+	return out
+}
+
+// Policy returns the policy in force for this run.
+func (r *Run) Policy() *policy.Policy {
+	if r.Engine.Policy != nil {
+		return r.Engine.Policy
+	}
+	return r.Program.Policy
+}
+
+// Audit returns the audit logger, tagged with the run id.
+func (r *Run) Audit() *slog.Logger {
+	return r.Engine.audit().With("execution_id", r.ExecutionID, "workflow", r.Program.Workflow.Name)
+}
+
+// Services returns the engine's services.
+func (r *Run) Services() *Services { return r.Engine.services() }
+
+// CheckTokens fails when the run's token budget is already spent; call it
+// before an intelligence call.
+func (r *Run) CheckTokens() error {
+	b := r.budget
+	if b.maxTokens <= 0 {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used >= b.maxTokens {
+		return Errorf(ClassBudget, "token budget exhausted: %d of max_llm_tokens %d used", b.used, b.maxTokens)
+	}
+	return nil
+}
+
+// AddTokens bills one intelligence call and fails when the run's budget is
+// exceeded; call it after each call.
+func (r *Run) AddTokens(n int64) error {
+	r.Counters.LLMCalls.Add(1)
+	r.Counters.LLMTokens.Add(n)
+	b := r.budget
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.used += n
+	if b.maxTokens > 0 && b.used > b.maxTokens {
+		return Errorf(ClassBudget, "token budget exceeded: %d of max_llm_tokens %d used", b.used, b.maxTokens)
+	}
+	return nil
+}
+
+// RecordDenial counts and audits a policy denial that a handler handles
+// itself (agent_loop tools) instead of aborting the run.
+func (r *Run) RecordDenial(node, kind string, err error) {
+	r.Counters.PolicyDenials.Add(1)
+	e := AsError(err)
+	r.Audit().Warn("policy.denied", "node", node, "kind", kind, "target", e.Target, "reason", e.Msg)
+}
+
+// Run executes p once and returns its report. It never panics on workflow
+// input: handler panics are converted to errored outcomes.
+func (e *Engine) Run(ctx context.Context, p *Program, opts RunOptions) *Report {
+	start := e.now()
+	id := opts.ExecutionID
+	if id == "" {
+		id = NewExecutionID()
+	}
+	trig := opts.Trigger
+	if trig == nil {
+		trig = MakeTrigger("manual", nil)
+	}
+	run := &Run{
+		Engine:      e,
+		Program:     p,
+		ExecutionID: id,
+		StartNode:   opts.Start,
+		DryRun:      opts.DryRun,
+		Counters:    &Counters{},
+		budget:      &budget{},
+		outputs:     map[string]any{},
+		trigger:     trig,
+		loops:       map[int]int{},
+		trace:       &Trace{ExecutionID: id, Entries: []TraceEntry{}},
+	}
+	if b := p.Workflow.Budget; b != nil {
+		run.budget.maxTokens = b.MaxLLMTokens
+	}
+	timeout := opts.Timeout
+	if timeout == 0 && p.Workflow.Budget != nil && p.Workflow.Budget.MaxRunTimeSecs > 0 {
+		timeout = time.Duration(p.Workflow.Budget.MaxRunTimeSecs) * time.Second
+	}
+	if timeout > 0 {
+		run.Deadline = start.Add(timeout)
+	}
+	if opts.Start == "" {
+		run.StartNode = p.DefaultStart()
+	}
+	out := run.execute(ctx, opts)
+	return &Report{
+		Workflow:    p.Workflow.Name,
+		StartNode:   run.StartNode,
+		ExecutionID: id,
+		Outcome:     out,
+		Trace:       run.trace,
+		Counters:    run.Counters,
+		WallMS:      e.now().Sub(start).Milliseconds(),
+	}
+}
+
+// RunChild runs a child workflow (call, parallel, map) on the same engine,
+// policy, counters, token budget and deadline, one level deeper. input
+// becomes the child's trigger payload.
+func (r *Run) RunChild(ctx context.Context, child *Program, start string, input any) (*Outcome, *Trace) {
+	if r.Depth+1 > MaxCallDepth {
+		return &Outcome{Status: StatusErrored, Reason: fmt.Sprintf("call depth exceeds %d", MaxCallDepth),
+			Err: Errorf(ClassWorkflow, "call depth exceeds %d", MaxCallDepth)}, &Trace{}
+	}
+	kind, _ := r.trigger["kind"].(string)
+	id := r.ExecutionID + "." + NewExecutionID()[:8]
+	c := &Run{
+		Engine:      r.Engine,
+		Program:     child,
+		ExecutionID: id,
+		StartNode:   start,
+		DryRun:      r.DryRun,
+		Deadline:    r.Deadline,
+		Depth:       r.Depth + 1,
+		Counters:    r.Counters,
+		budget:      r.budget,
+		parent:      r,
+		outputs:     map[string]any{},
+		trigger:     MakeTrigger(kind, input),
+		loops:       map[int]int{},
+		trace:       &Trace{ExecutionID: id, Entries: []TraceEntry{}},
+	}
+	if start == "" {
+		c.StartNode = child.DefaultStart()
+	}
+	out := c.execute(ctx, RunOptions{Start: start})
+	return out, c.trace
+}
+
+func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
+	e := r.Engine
+	started := e.now()
+	r.Counters.WorkflowStarts.Add(1)
+	if r.Depth == 0 {
+		r.Audit().Info("workflow.started", "start_node", r.StartNode, "dry_run", r.DryRun)
+	}
+	defer func() {
+		out.ElapsedMS = e.now().Sub(started).Milliseconds()
+		switch out.Status {
+		case StatusCompleted:
+			r.Counters.WorkflowCompletions.Add(1)
+		case StatusFailed:
+			r.Counters.WorkflowFailures.Add(1)
+		case StatusTimedOut:
+			r.Counters.WorkflowTimeouts.Add(1)
+		case StatusErrored:
+			r.Counters.WorkflowErrored.Add(1)
+		case StatusPaused:
+			r.Counters.WorkflowPaused.Add(1)
+		}
+		if r.Depth == 0 {
+			attrs := []any{"status", out.Status, "last_node", out.LastNode, "elapsed_ms", out.ElapsedMS}
+			if out.Reason != "" {
+				attrs = append(attrs, "reason", out.Reason)
+			}
+			level := slog.LevelInfo
+			if out.Status == StatusErrored || out.Status == StatusFailed || out.Status == StatusTimedOut {
+				level = slog.LevelWarn
+			}
+			r.Audit().Log(context.Background(), level, "workflow."+out.Status, attrs...)
+		}
+	}()
+
+	if !r.Deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, r.Deadline)
+		defer cancel()
+	}
+
+	var cur string
+	if cp := opts.Resume; cp != nil {
+		if err := r.restore(cp); err != nil {
+			return r.errored(err)
+		}
+		cur = cp.NextNode
+	} else {
+		entry, err := r.Program.Entry(r.StartNode)
+		if err != nil {
+			return r.errored(err)
+		}
+		cur = entry
+	}
+
+	for steps := 0; ; steps++ {
+		if steps >= MaxSteps {
+			return r.errored(Errorf(ClassWorkflow, "step cap of %d nodes reached", MaxSteps))
+		}
+		if !r.Deadline.IsZero() && !e.now().Before(r.Deadline) {
+			return r.timedOut(started)
+		}
+		pn, ok := r.Program.nodes[cur]
+		if !ok {
+			return r.errored(Errorf(ClassWorkflow, "unknown node %q", cur))
+		}
+		r.last = cur
+		res, elapsed, err := r.execNode(ctx, pn)
+		if err != nil {
+			ee := AsError(err)
+			if ee.Node == "" {
+				ee.Node, ee.Kind = pn.node.ID, pn.node.Type
+			}
+			r.Counters.NodeFailures.Add(1)
+			r.appendTrace(pn, "error", "", nil, elapsed)
+			if ee.Class == ClassTimeout || (ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded)) {
+				return r.timedOut(started)
+			}
+			if ee.Class == ClassPolicy {
+				r.Counters.PolicyDenials.Add(1)
+				r.Audit().Warn("policy.denied", "node", pn.node.ID, "kind", pn.node.Type, "target", ee.Target, "reason", ee.Msg)
+			}
+			return r.errored(ee)
+		}
+		r.mu.Lock()
+		r.outputs[cur] = res.Value
+		if res.Respond != nil {
+			r.respond = res.Respond
+		}
+		r.mu.Unlock()
+		r.appendTrace(pn, res.Action.String(), res.Branch, res.Value, elapsed)
+
+		switch res.Action {
+		case Terminate:
+			return r.completed(nil)
+		case Fail:
+			reason := res.Reason
+			if reason == "" {
+				reason = "workflow failed"
+			}
+			return &Outcome{Status: StatusFailed, Reason: reason, LastNode: cur}
+		case Pause:
+			return r.pause(pn, res.Reason)
+		}
+
+		next, err := r.selectEdge(pn, res.Branch)
+		if err != nil {
+			return r.errored(err)
+		}
+		if next == "" {
+			return r.completed(res.Value)
+		}
+		if opts.CheckpointEachNode && r.Depth == 0 {
+			if err := r.writeCheckpoint(next, "incomplete", ""); err != nil {
+				return r.errored(err)
+			}
+		}
+		cur = next
+	}
+}
+
+func (r *Run) appendTrace(pn *programNode, outcome, branch string, output any, elapsed time.Duration) {
+	var b any
+	if branch != "" {
+		b = branch
+	}
+	r.mu.Lock()
+	r.trace.Entries = append(r.trace.Entries, TraceEntry{
+		NodeID: pn.node.ID, Kind: pn.node.Type, Outcome: outcome, Branch: b,
+		Output: output, ElapsedMS: elapsed.Milliseconds(),
+	})
+	r.mu.Unlock()
+}
+
+// selectEdge picks the single out-edge matching branch; "" means dead-end.
+func (r *Run) selectEdge(pn *programNode, branch string) (string, error) {
+	var match *edge
+	count := 0
+	for i := range pn.out {
+		ed := &pn.out[i]
+		if ed.when != branch {
+			continue
+		}
+		if ed.loop > 0 && r.loops[ed.index] >= ed.loop {
+			continue // loop budget spent: no longer eligible
+		}
+		count++
+		if match == nil {
+			match = ed
+		}
+	}
+	switch {
+	case count == 0:
+		return "", nil
+	case count > 1:
+		label := "no branch"
+		if branch != "" {
+			label = fmt.Sprintf("branch %q", branch)
+		}
+		return "", &Error{Class: ClassWorkflow, Node: pn.node.ID, Kind: pn.node.Type,
+			Msg: fmt.Sprintf("%d matching out-edges for %s", count, label)}
+	}
+	if match.loop > 0 {
+		r.loops[match.index]++
+	}
+	return match.to, nil
+}
+
+// execNode runs one node with its retry policy.
+func (r *Run) execNode(ctx context.Context, pn *programNode) (res Result, elapsed time.Duration, err error) {
+	e := r.Engine
+	attempts, backoff, on, jitter := 1, 100, "any", 0.0
+	if rt := pn.node.Retry; rt != nil {
+		if rt.MaxAttempts > 1 {
+			attempts = rt.MaxAttempts
+		}
+		if rt.BackoffMS != nil {
+			backoff = *rt.BackoffMS
+		}
+		if rt.On != "" {
+			on = rt.On
+		}
+		jitter = rt.Jitter
+	}
+	begin := e.now()
+	for attempt := 1; ; attempt++ {
+		r.Counters.NodeExecutions.Add(1)
+		res, err = r.safeCall(ctx, pn, attempt)
+		if err == nil || attempt >= attempts || !retryable(err, on) {
+			break
+		}
+		wait := time.Duration(backoff*attempt) * time.Millisecond
+		if jitter > 0 {
+			f := 1 + jitter*(2*mrand.Float64()-1)
+			wait = time.Duration(math.Max(0, float64(wait)*f))
+		}
+		if !r.Deadline.IsZero() && e.now().Add(wait).After(r.Deadline) {
+			err = &Error{Class: ClassTimeout, Msg: "retry backoff would pass the run deadline", Err: err}
+			break
+		}
+		r.Audit().Warn("node.retry", "node", pn.node.ID, "kind", pn.node.Type, "attempt", attempt+1,
+			"max_attempts", attempts, "wait_ms", wait.Milliseconds(), "error", err.Error())
+		if serr := e.sleep(ctx, wait); serr != nil {
+			err = &Error{Class: ClassTimeout, Msg: "run deadline reached during retry backoff", Err: serr}
+			break
+		}
+	}
+	return res, e.now().Sub(begin), err
+}
+
+func (r *Run) safeCall(ctx context.Context, pn *programNode, attempt int) (res Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &Error{Class: ClassTool, Msg: fmt.Sprintf("handler panic: %v", p)}
+		}
+	}()
+	res, err = pn.handler(ctx, &Call{Node: pn.node, Run: r, Attempt: attempt})
+	if err != nil {
+		var d *policy.Denial
+		if errors.As(err, &d) {
+			err = &Error{Class: ClassPolicy, Target: d.Target, Msg: d.Error(), Err: err}
+		} else if errors.Is(err, context.DeadlineExceeded) && ClassOf(err) == ClassTool {
+			err = &Error{Class: ClassTimeout, Msg: "run deadline reached", Err: err}
+		}
+		return res, err
+	}
+	res.Value = Normalize(res.Value)
+	return res, nil
+}
+
+func (r *Run) completed(v any) *Outcome {
+	return &Outcome{Status: StatusCompleted, FinalValue: v, LastNode: r.last, HTTPResponse: r.respond}
+}
+
+func (r *Run) errored(err error) *Outcome {
+	ee := AsError(err)
+	return &Outcome{Status: StatusErrored, Reason: ee.Error(), LastNode: r.last, Err: ee}
+}
+
+func (r *Run) timedOut(started time.Time) *Outcome {
+	return &Outcome{Status: StatusTimedOut, LastNode: r.last, ElapsedMS: r.Engine.now().Sub(started).Milliseconds()}
+}

@@ -1,0 +1,159 @@
+package runtime
+
+import (
+	"encoding/json"
+	"sync/atomic"
+)
+
+// Run statuses.
+const (
+	StatusCompleted = "completed"
+	StatusFailed    = "failed"
+	StatusTimedOut  = "timed_out"
+	StatusPaused    = "paused"
+	StatusErrored   = "errored"
+)
+
+// HTTPResponse is the reply a respond node declared.
+type HTTPResponse struct {
+	Status      int    `json:"status"`
+	ContentType string `json:"content_type"`
+	Body        string `json:"body"`
+}
+
+// Outcome is how a run ended (WORKFLOW-FORMAT §6).
+type Outcome struct {
+	Status       string
+	FinalValue   any
+	LastNode     string // "" = null
+	Reason       string
+	ElapsedMS    int64
+	RunID        string
+	HTTPResponse *HTTPResponse
+	// Err is set when Status is errored.
+	Err *Error
+}
+
+// MarshalJSON renders the outcome in the wire shape of its status.
+func (o *Outcome) MarshalJSON() ([]byte, error) {
+	var last any
+	if o.LastNode != "" {
+		last = o.LastNode
+	}
+	m := map[string]any{"status": o.Status, "last_node": last}
+	switch o.Status {
+	case StatusCompleted:
+		m["final_value"] = o.FinalValue
+		if o.HTTPResponse != nil {
+			m["http_response"] = o.HTTPResponse
+		}
+	case StatusFailed:
+		m["reason"] = o.Reason
+	case StatusTimedOut:
+		m["elapsed_ms"] = o.ElapsedMS
+	case StatusPaused:
+		m["run_id"] = o.RunID
+		m["reason"] = o.Reason
+	case StatusErrored:
+		m["error"] = o.Reason
+		if o.Err != nil {
+			m["error_class"] = string(o.Err.Class)
+		}
+	}
+	return EncodeJSON(m)
+}
+
+// TraceEntry is one executed node.
+type TraceEntry struct {
+	NodeID    string `json:"node_id"`
+	Kind      string `json:"kind"`
+	Outcome   string `json:"outcome"` // continue | terminate | fail | pause | error
+	Branch    any    `json:"branch"`  // string or null
+	Output    any    `json:"output"`
+	ElapsedMS int64  `json:"elapsed_ms"`
+}
+
+// Trace is the ordered path of a run.
+type Trace struct {
+	ExecutionID string       `json:"execution_id"`
+	Entries     []TraceEntry `json:"entries"`
+}
+
+// Path returns the node ids of the trace in order.
+func (t *Trace) Path() []string {
+	out := make([]string, len(t.Entries))
+	for i, e := range t.Entries {
+		out[i] = e.NodeID
+	}
+	return out
+}
+
+// Counters are the per-run cost counters; child runs (call, parallel, map)
+// add to their parent's counters. Safe for concurrent use.
+type Counters struct {
+	WorkflowStarts      atomic.Int64
+	WorkflowCompletions atomic.Int64
+	WorkflowFailures    atomic.Int64
+	WorkflowTimeouts    atomic.Int64
+	WorkflowErrored     atomic.Int64
+	WorkflowPaused      atomic.Int64
+	NodeExecutions      atomic.Int64
+	NodeFailures        atomic.Int64
+	PolicyDenials       atomic.Int64
+	LLMCalls            atomic.Int64
+	LLMTokens           atomic.Int64
+}
+
+// Snapshot returns the counters as the record's "cost" object.
+func (c *Counters) Snapshot() map[string]int64 {
+	return map[string]int64{
+		"workflow_starts":      c.WorkflowStarts.Load(),
+		"workflow_completions": c.WorkflowCompletions.Load(),
+		"workflow_failures":    c.WorkflowFailures.Load(),
+		"workflow_timeouts":    c.WorkflowTimeouts.Load(),
+		"workflow_errored":     c.WorkflowErrored.Load(),
+		"node_executions":      c.NodeExecutions.Load(),
+		"node_failures":        c.NodeFailures.Load(),
+		"policy_denials":       c.PolicyDenials.Load(),
+		"llm_calls":            c.LLMCalls.Load(),
+		"llm_tokens":           c.LLMTokens.Load(),
+	}
+}
+
+// Report is everything a finished run produced.
+type Report struct {
+	Workflow    string
+	StartNode   string
+	ExecutionID string
+	Outcome     *Outcome
+	Trace       *Trace
+	Counters    *Counters
+	WallMS      int64
+}
+
+// Record renders the run record of `--record PATH` (WORKFLOW-FORMAT §6).
+func (r *Report) Record() ([]byte, error) {
+	var last any
+	if r.Outcome.LastNode != "" {
+		last = r.Outcome.LastNode
+	}
+	detail, err := json.Marshal(r.Outcome)
+	if err != nil {
+		return nil, err
+	}
+	var detailV any
+	if detailV, err = DecodeJSON(detail); err != nil {
+		return nil, err
+	}
+	return EncodeJSONIndent(map[string]any{
+		"workflow":     r.Workflow,
+		"start_node":   r.StartNode,
+		"execution_id": r.ExecutionID,
+		"status":       r.Outcome.Status,
+		"last_node":    last,
+		"detail":       detailV,
+		"wall_ms":      r.WallMS,
+		"cost":         r.Counters.Snapshot(),
+		"trace":        r.Trace,
+	})
+}

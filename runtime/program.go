@@ -1,0 +1,213 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/kilnworks/kiln/runtime/policy"
+	"github.com/kilnworks/kiln/runtime/workflow"
+)
+
+// Program is a workflow compiled for execution: handlers prepared, edges
+// indexed, children compiled. It is immutable and shared by all runs.
+type Program struct {
+	Workflow *workflow.Workflow
+	Policy   *policy.Policy
+	Children map[string]*Program // by declared workflow path
+
+	nodes    map[string]*programNode
+	order    []string // node ids in declaration order
+	inDegree map[string]int
+	// Extra is load-time state capability packages attach to a program
+	// (compiled schemas, clients); keyed by the package's own key type.
+	extra map[any]any
+}
+
+type programNode struct {
+	node    *workflow.Node
+	handler NodeFunc
+	out     []edge
+}
+
+type edge struct {
+	index int // position in Workflow.Edges: loop counters are per edge
+	to    string
+	when  string
+	loop  int // max_iterations; 0 = not a loop edge
+}
+
+// CompileOptions tunes Compile.
+type CompileOptions struct {
+	// AllowStubs runs node kinds with no registered handler as pass-through
+	// stubs. Tests only: a real binary refuses them.
+	AllowStubs bool
+	// Unprovided lists node kinds a degraded build deliberately lacks; they
+	// fail at dispatch with capability_not_provided instead of at load.
+	Unprovided map[string]bool
+}
+
+// Compile prepares wf (already validated) for execution.
+func Compile(wf *workflow.Workflow, opts CompileOptions) (*Program, error) {
+	return compile(wf, opts, 0)
+}
+
+func compile(wf *workflow.Workflow, opts CompileOptions, depth int) (*Program, error) {
+	if depth > MaxCallDepth {
+		return nil, fmt.Errorf("workflow %q: child workflows nest deeper than %d", wf.Name, MaxCallDepth)
+	}
+	if wf.Policy != nil && wf.Policy.Rego != nil {
+		return nil, fmt.Errorf("workflow %q: [policy.rego] is not supported by kiln (no Rego evaluator is compiled in); remove it or express the rule in the static allowlists", wf.Name)
+	}
+	p := &Program{
+		Workflow: wf,
+		Policy:   policy.New(wf.Policy),
+		Children: map[string]*Program{},
+		nodes:    map[string]*programNode{},
+		inDegree: map[string]int{},
+		extra:    map[any]any{},
+	}
+	for _, path := range SortedKeys(wf.Children) {
+		child, err := compile(wf.Children[path], opts, depth+1)
+		if err != nil {
+			return nil, fmt.Errorf("child workflow %s: %w", path, err)
+		}
+		p.Children[path] = child
+	}
+	for i := range wf.Nodes {
+		n := &wf.Nodes[i]
+		p.nodes[n.ID] = &programNode{node: n}
+		p.order = append(p.order, n.ID)
+	}
+	for i, e := range wf.Edges {
+		from, ok := p.nodes[e.From]
+		if !ok {
+			return nil, fmt.Errorf("edge %d: unknown node %q", i, e.From)
+		}
+		if _, ok := p.nodes[e.To]; !ok {
+			return nil, fmt.Errorf("edge %d: unknown node %q", i, e.To)
+		}
+		ed := edge{index: i, to: e.To, when: e.When}
+		if e.MaxIterations != nil {
+			ed.loop = *e.MaxIterations
+		} else {
+			p.inDegree[e.To]++
+		}
+		from.out = append(from.out, ed)
+	}
+	var missing []string
+	for _, id := range p.order {
+		pn := p.nodes[id]
+		kind := pn.node.Type
+		if opts.Unprovided[kind] {
+			pn.handler = unprovided(kind)
+			continue
+		}
+		k, ok := LookupNode(kind)
+		if !ok {
+			if opts.AllowStubs {
+				pn.handler = func(ctx context.Context, c *Call) (Result, error) { return Next(nil), nil }
+				continue
+			}
+			missing = append(missing, kind)
+			continue
+		}
+		h, err := k.Prepare(pn.node, p)
+		if err != nil {
+			return nil, fmt.Errorf("node %s (%s): %w", id, kind, err)
+		}
+		pn.handler = h
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return nil, &Error{Class: ClassCapability, Msg: fmt.Sprintf(
+			"capability not compiled in: node kind(s) %s have no handler in this binary", strings.Join(dedupe(missing), ", "))}
+	}
+	return p, nil
+}
+
+func unprovided(kind string) NodeFunc {
+	return func(ctx context.Context, c *Call) (Result, error) {
+		return Result{}, c.Errorf(ClassCapability, "capability_not_provided: %s is not provided by this degraded build", kind)
+	}
+}
+
+func dedupe(s []string) []string {
+	out := s[:0]
+	for i, v := range s {
+		if i == 0 || v != s[i-1] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// Node returns a node declaration by id.
+func (p *Program) Node(id string) (*workflow.Node, bool) {
+	pn, ok := p.nodes[id]
+	if !ok {
+		return nil, false
+	}
+	return pn.node, true
+}
+
+// Child returns the compiled child workflow declared as path.
+func (p *Program) Child(path string) (*Program, bool) {
+	c, ok := p.Children[path]
+	return c, ok
+}
+
+// SetExtra attaches load-time state for a capability package.
+func (p *Program) SetExtra(key, v any) { p.extra[key] = v }
+
+// Extra returns state attached with SetExtra.
+func (p *Program) Extra(key any) (any, bool) { v, ok := p.extra[key]; return v, ok }
+
+// Entry resolves the first node of a run started at start: the start
+// node's entry_node, else the unique node without (non-loop) in-edges.
+// An empty start picks the first declared start node, or the root.
+func (p *Program) Entry(start string) (string, error) {
+	wf := p.Workflow
+	if start != "" {
+		found := false
+		for _, s := range wf.StartNodes {
+			if s.Name == start {
+				found = true
+				if s.EntryNode != "" {
+					return s.EntryNode, nil
+				}
+			}
+		}
+		if !found {
+			// Compatibility: a start name may also be a node id.
+			if _, ok := p.nodes[start]; ok {
+				return start, nil
+			}
+			return "", &Error{Class: ClassConfig, Msg: fmt.Sprintf("unknown start node %q", start)}
+		}
+	} else if len(wf.StartNodes) > 0 && wf.StartNodes[0].EntryNode != "" {
+		return wf.StartNodes[0].EntryNode, nil
+	}
+	var roots []string
+	for _, id := range p.order {
+		if p.inDegree[id] == 0 {
+			roots = append(roots, id)
+		}
+	}
+	switch len(roots) {
+	case 1:
+		return roots[0], nil
+	case 0:
+		return "", &Error{Class: ClassWorkflow, Msg: "no entry node: every node has an in-edge"}
+	}
+	return "", &Error{Class: ClassWorkflow, Msg: fmt.Sprintf("ambiguous entry: %d root nodes (%s); set entry_node", len(roots), strings.Join(roots, ", "))}
+}
+
+// DefaultStart is the name of the first start node, or "".
+func (p *Program) DefaultStart() string {
+	if len(p.Workflow.StartNodes) > 0 {
+		return p.Workflow.StartNodes[0].Name
+	}
+	return ""
+}

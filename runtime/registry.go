@@ -1,0 +1,131 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/kilnworks/kiln/runtime/workflow"
+)
+
+// Action is how a node handler ends.
+type Action int
+
+const (
+	Continue  Action = iota // follow out-edges matching Branch
+	Terminate               // run completed, final value null
+	Fail                    // run failed with Reason
+	Pause                   // run paused for approval with Reason
+)
+
+func (a Action) String() string {
+	switch a {
+	case Terminate:
+		return "terminate"
+	case Fail:
+		return "fail"
+	case Pause:
+		return "pause"
+	}
+	return "continue"
+}
+
+// Result is what a node handler returns on success.
+type Result struct {
+	Action Action
+	Value  any    // the node's output, stored under its id
+	Branch string // "" = no branch (matches edges without `when`)
+	Reason string // Fail / Pause
+	// Respond, when set, declares the HTTP reply of the run (respond node).
+	Respond *HTTPResponse
+}
+
+// Next continues with value v and no branch.
+func Next(v any) Result { return Result{Value: v} }
+
+// NextBranch continues with value v on branch b.
+func NextBranch(v any, b string) Result { return Result{Value: v, Branch: b} }
+
+// NodeFunc executes one node. It returns an error (ideally an *Error) to
+// abort the run; the engine handles retries, counters and audit.
+type NodeFunc func(ctx context.Context, c *Call) (Result, error)
+
+// Prepare turns a node declaration into its handler at load time: compile
+// schemas, check static arguments, resolve children. Errors here are load
+// errors, so a bad workflow never starts.
+type Prepare func(n *workflow.Node, p *Program) (NodeFunc, error)
+
+// NodeKind is what a capability package registers for each node type.
+type NodeKind struct {
+	Kind    string
+	Family  string // capability family (catalog id), e.g. "fs"
+	Prepare Prepare
+	// SideEffect marks kinds that dry-run must not execute; the engine
+	// does not enforce it (handlers check Call.DryRun), it is documentation
+	// for discovery and the manifest.
+	SideEffect bool
+}
+
+var (
+	registryMu sync.RWMutex
+	nodeKinds  = map[string]NodeKind{}
+)
+
+// RegisterNode registers a node kind. Capability packages call it from
+// init; registering the same kind twice is a programming error.
+func RegisterNode(k NodeKind) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	if _, dup := nodeKinds[k.Kind]; dup {
+		panic(fmt.Sprintf("kiln: node kind %q registered twice", k.Kind))
+	}
+	nodeKinds[k.Kind] = k
+}
+
+// LookupNode returns the registered handler for a node kind.
+func LookupNode(kind string) (NodeKind, bool) {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	k, ok := nodeKinds[kind]
+	return k, ok
+}
+
+// RegisteredNodeKinds lists the node kinds compiled into this binary.
+func RegisteredNodeKinds() []string {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	out := make([]string, 0, len(nodeKinds))
+	for k := range nodeKinds {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Call is what a handler sees: its node and the run it belongs to.
+type Call struct {
+	Node *workflow.Node
+	Run  *Run
+	// Attempt is 1 for the first try, 2 for the first retry, ...
+	Attempt int
+}
+
+// From resolves a dotted context path; a miss (or empty path) is nil.
+func (c *Call) From(path string) any {
+	if path == "" {
+		return nil
+	}
+	v, _ := c.Run.Resolve(path)
+	return v
+}
+
+// Errorf builds an *Error of class for this node.
+func (c *Call) Errorf(class Class, format string, args ...any) *Error {
+	e := Errorf(class, format, args...)
+	e.Node, e.Kind = c.Node.ID, c.Node.Type
+	return e
+}
+
+// DryRun reports whether side effects must be replaced by placeholders.
+func (c *Call) DryRun() bool { return c.Run.DryRun }
