@@ -1,0 +1,456 @@
+package needs
+
+import (
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+
+	rneeds "github.com/kilnworks/kiln/runtime/needs"
+	"github.com/kilnworks/kiln/runtime/policy"
+	"github.com/kilnworks/kiln/runtime/workflow"
+)
+
+// Input is what Compute needs to know about a workflow.
+type Input struct {
+	Workflow *workflow.Workflow
+	// Families are the capability families the workflow uses (children
+	// included), from the capability catalog.
+	Families []string
+	// Catalogs in order: kiln's built-in catalog first, then --needs files.
+	Catalogs []*Catalog
+}
+
+// ConflictError is a need two classes ask for incompatibly.
+type ConflictError struct{ Msg string }
+
+func (e *ConflictError) Error() string { return "needs conflict: " + e.Msg }
+
+// Classes lists the classes a workflow uses, sorted: workflow:<name>,
+// node:<kind> for every node kind, family:<id>, intelligence:<provider>
+// for every backend provider, mcp:<name> for every MCP server. Children are
+// included.
+func Classes(wf *workflow.Workflow, families []string) []string {
+	set := map[string]bool{"workflow:" + wf.Name: true}
+	for _, f := range families {
+		set["family:"+f] = true
+	}
+	walk(wf, func(w *workflow.Workflow) {
+		for _, n := range w.Nodes {
+			set["node:"+n.Type] = true
+		}
+		if w.Intelligence != nil {
+			for _, b := range w.Intelligence.Backends {
+				set["intelligence:"+b.Provider] = true
+			}
+		}
+		for _, s := range w.MCPServers {
+			set["mcp:"+s.Name] = true
+		}
+	})
+	out := make([]string, 0, len(set))
+	for c := range set {
+		out = append(out, c)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func walk(wf *workflow.Workflow, fn func(*workflow.Workflow)) {
+	seen := map[*workflow.Workflow]bool{}
+	var rec func(*workflow.Workflow)
+	rec = func(w *workflow.Workflow) {
+		if w == nil || seen[w] {
+			return
+		}
+		seen[w] = true
+		fn(w)
+		keys := make([]string, 0, len(w.Children))
+		for k := range w.Children {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			rec(w.Children[k])
+		}
+	}
+	rec(wf)
+}
+
+// ask is one class asking for one need.
+type ask struct {
+	class    string
+	conflict string // "broader" when the asking catalog/entry allows it
+	need     rneeds.Need
+}
+
+// Compute returns the effective needs: every class's needs merged and
+// deduplicated (secret by key, oauth by provider + scope set, capability by
+// type, network by host, filesystem by path + mode) with provenance.
+// Conflicts fail closed unless the catalog says conflict = "broader".
+func Compute(in Input) (*rneeds.Effective, error) {
+	wf := in.Workflow
+	classes := Classes(wf, in.Families)
+	used := map[string]bool{}
+	for _, c := range classes {
+		used[c] = true
+	}
+	var asks []ask
+	for _, cat := range in.Catalogs {
+		for _, list := range [][]Entry{cat.AgentNeeds, cat.DependencyNeeds} {
+			for _, e := range list {
+				if !used[e.ClassName] {
+					continue
+				}
+				conflict := cat.Conflict
+				if e.Conflict != "" {
+					conflict = e.Conflict
+				}
+				for _, n := range expand(e.Needs) {
+					asks = append(asks, ask{class: e.ClassName, conflict: conflict, need: n})
+				}
+			}
+		}
+	}
+	asks = rewriteProviderNeeds(wf, asks)
+	for _, n := range derived(wf, in.Families) {
+		asks = append(asks, ask{class: n.Sources[0], need: n})
+	}
+	merged, err := merge(asks)
+	if err != nil {
+		return nil, err
+	}
+	eff := &rneeds.Effective{Workflow: wf.Name, Needs: merged}
+	ceiling(wf.Policy, eff)
+	eff.Sort()
+	return eff, nil
+}
+
+// expand flattens one entry's needs into individual needs with ids.
+func expand(n Needs) []rneeds.Need {
+	var out []rneeds.Need
+	for _, s := range n.Secrets {
+		out = append(out, secretNeed(s.Key, s.Label, s.Optional))
+	}
+	for _, o := range n.OAuth {
+		scopes := append([]string(nil), o.Scopes...)
+		sort.Strings(scopes)
+		scopes = uniq(scopes)
+		out = append(out, rneeds.Need{ID: "oauth:" + o.Provider + ":" + strings.Join(scopes, ","), Kind: rneeds.KindOAuth,
+			Label: o.Label, Optional: o.Optional, Provider: o.Provider, Scopes: scopes})
+	}
+	for _, c := range n.Capabilities {
+		out = append(out, rneeds.Need{ID: "capability:" + c.Type, Kind: rneeds.KindCapability, Label: c.Label, Optional: c.Optional, Type: c.Type})
+	}
+	if n.Network != nil {
+		for _, h := range n.Network.Allow {
+			out = append(out, networkNeed(h, n.Network.Optional))
+		}
+	}
+	if n.Filesystem != nil {
+		for _, p := range n.Filesystem.Allow {
+			out = append(out, fsNeed(p.Path, p.Mode, p.Label, n.Filesystem.Optional))
+		}
+	}
+	return out
+}
+
+func secretNeed(key, label string, optional bool) rneeds.Need {
+	return rneeds.Need{ID: "secret:" + key, Kind: rneeds.KindSecret, Label: label, Optional: optional, Key: key}
+}
+
+func networkNeed(host string, optional bool) rneeds.Need {
+	h := strings.ToLower(host)
+	return rneeds.Need{ID: "network:" + h, Kind: rneeds.KindNetwork, Optional: optional, Host: h}
+}
+
+func fsNeed(path, mode, label string, optional bool) rneeds.Need {
+	return rneeds.Need{ID: "filesystem:" + path + ":" + mode, Kind: rneeds.KindFilesystem, Label: label, Optional: optional, Path: path, Mode: mode}
+}
+
+// rewriteProviderNeeds applies a backend's own api_key_env and base_url to
+// the built-in provider needs: a backend that reads its key from MY_KEY
+// needs MY_KEY, not the provider's conventional variable.
+func rewriteProviderNeeds(wf *workflow.Workflow, asks []ask) []ask {
+	type override struct{ key, host string }
+	byProvider := map[string][]override{}
+	walk(wf, func(w *workflow.Workflow) {
+		if w.Intelligence == nil {
+			return
+		}
+		for _, b := range w.Intelligence.Backends {
+			o := override{key: b.APIKeyEnv}
+			if u, err := url.Parse(b.BaseURL); err == nil && u.Host != "" {
+				o.host = u.Hostname()
+			}
+			byProvider[b.Provider] = append(byProvider[b.Provider], o)
+		}
+	})
+	var out []ask
+	for _, a := range asks {
+		provider, ok := strings.CutPrefix(a.class, "intelligence:")
+		overrides := byProvider[provider]
+		if !ok || len(overrides) == 0 {
+			out = append(out, a)
+			continue
+		}
+		for _, o := range overrides {
+			b := a
+			switch {
+			case a.need.Kind == rneeds.KindSecret && o.key != "":
+				b.need = secretNeed(o.key, a.need.Label, a.need.Optional)
+			case a.need.Kind == rneeds.KindNetwork && o.host != "":
+				b.need = networkNeed(o.host, a.need.Optional)
+			}
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// derived are the needs the workflow itself states: auth binding secrets,
+// [[secrets]] sources, MCP server env secrets, and the hosts and paths its
+// policy lets the http client and fs families reach.
+func derived(wf *workflow.Workflow, families []string) []rneeds.Need {
+	has := map[string]bool{}
+	for _, f := range families {
+		has[f] = true
+	}
+	var out []rneeds.Need
+	add := func(class string, n rneeds.Need) {
+		n.Sources = []string{class}
+		out = append(out, n)
+	}
+	walk(wf, func(w *workflow.Workflow) {
+		class := "workflow:" + w.Name
+		if a := w.Auth; a != nil {
+			for _, name := range sortedKeys(a.Bearer) {
+				if k := a.Bearer[name].TokensEnv; k != "" {
+					add(class, secretNeed(k, "bearer tokens for auth binding "+name, false))
+				}
+			}
+			for _, name := range sortedKeys(a.Basic) {
+				if k := a.Basic[name].CredentialsEnv; k != "" {
+					add(class, secretNeed(k, "basic credentials for auth binding "+name, false))
+				}
+			}
+			for _, name := range sortedKeys(a.HMAC) {
+				if k := a.HMAC[name].SecretEnv; k != "" {
+					add(class, secretNeed(k, "HMAC secret for auth binding "+name, false))
+				}
+			}
+		}
+		for _, s := range w.Secrets {
+			switch s.Source {
+			case "env":
+				add(class, secretNeed(s.Var, "secret "+s.Name, false))
+			case "file":
+				add(class, fsNeed(s.Path, "ro", "secret file for "+s.Name, false))
+			case "oauth2":
+				if s.ClientIDEnv != "" {
+					add(class, secretNeed(s.ClientIDEnv, "OAuth2 client id for "+s.Name, false))
+				}
+				if s.ClientSecretEnv != "" {
+					add(class, secretNeed(s.ClientSecretEnv, "OAuth2 client secret for "+s.Name, false))
+				}
+				if u, err := url.Parse(s.TokenURL); err == nil && u.Hostname() != "" {
+					add(class, networkNeed(u.Hostname(), false))
+				}
+			}
+		}
+		for _, m := range w.MCPServers {
+			for _, v := range sortedKeys(m.Env) {
+				add("mcp:"+m.Name, secretNeed(m.Env[v], "secret passed to MCP server "+m.Name+" as "+v, false))
+			}
+			if u, err := url.Parse(m.URL); err == nil && u.Hostname() != "" {
+				add("mcp:"+m.Name, networkNeed(u.Hostname(), false))
+			}
+		}
+		if w.Policy != nil && w.Policy.HTTP != nil && has["httpclient"] {
+			for _, pat := range w.Policy.HTTP.URLs {
+				if h := patternHost(pat); h != "" {
+					add(class, networkNeed(h, false))
+				}
+			}
+		}
+		if w.Policy != nil && w.Policy.FS != nil && has["fs"] {
+			write := map[string]bool{}
+			for _, p := range w.Policy.FS.Write {
+				if b := patternBase(p); b != "" {
+					write[b] = true
+					add(class, fsNeed(b, "rw", "", false))
+				}
+			}
+			for _, p := range w.Policy.FS.Read {
+				if b := patternBase(p); b != "" && !write[b] {
+					add(class, fsNeed(b, "ro", "", false))
+				}
+			}
+		}
+	})
+	return out
+}
+
+// patternHost is the literal host of a URL allowlist pattern ("" for "*"
+// or a pattern without a literal host).
+func patternHost(pat string) string {
+	u, err := url.Parse(strings.TrimRight(pat, "*"))
+	if err != nil || u.Host == "" || strings.Contains(u.Host, "*") {
+		return ""
+	}
+	return u.Hostname()
+}
+
+// patternBase is the directory a filesystem allowlist pattern covers.
+func patternBase(pat string) string {
+	if pat == "*" {
+		return ""
+	}
+	for _, suf := range []string{"/**", "/*", "*"} {
+		if b, ok := strings.CutSuffix(pat, suf); ok {
+			if b == "" {
+				return "/"
+			}
+			return b
+		}
+	}
+	return pat
+}
+
+// merge deduplicates asks by need id, keeping provenance, and fails on a
+// filesystem path asked both ro and rw unless every asking class allows
+// the broader mode.
+func merge(asks []ask) ([]rneeds.Need, error) {
+	byID := map[string]*rneeds.Need{}
+	var order []string
+	fsModes := map[string][]ask{} // path -> asks
+	for _, a := range asks {
+		n := a.need
+		if n.Kind == rneeds.KindFilesystem {
+			fsModes[n.Path] = append(fsModes[n.Path], a)
+		}
+		cur, ok := byID[n.ID]
+		if !ok {
+			c := n
+			c.Sources = []string{a.class}
+			byID[n.ID] = &c
+			order = append(order, n.ID)
+			continue
+		}
+		cur.Sources = uniq(append(cur.Sources, a.class))
+		cur.Optional = cur.Optional && n.Optional // mandatory wins: fail closed
+		if cur.Label == "" {
+			cur.Label = n.Label
+		}
+	}
+	for _, path := range sortedKeys(fsModes) {
+		list := fsModes[path]
+		var ro, rw []string
+		broader := true
+		for _, a := range list {
+			if a.need.Mode == "ro" {
+				ro = append(ro, a.class)
+			} else {
+				rw = append(rw, a.class)
+			}
+			if a.conflict != "broader" && !strings.HasPrefix(a.class, "workflow:") {
+				broader = false
+			}
+		}
+		if len(ro) == 0 || len(rw) == 0 {
+			continue
+		}
+		if !broader {
+			return nil, &ConflictError{Msg: fmt.Sprintf("path %s is asked read-only by %s and read-write by %s; state conflict = \"broader\" in the catalog to grant read-write",
+				path, strings.Join(uniq(sorted(ro)), ", "), strings.Join(uniq(sorted(rw)), ", "))}
+		}
+		// Broader: the rw need absorbs the ro one and its provenance.
+		roID, rwID := "filesystem:"+path+":ro", "filesystem:"+path+":rw"
+		byID[rwID].Sources = uniq(sorted(append(byID[rwID].Sources, byID[roID].Sources...)))
+		byID[rwID].Optional = byID[rwID].Optional && byID[roID].Optional
+		delete(byID, roID)
+	}
+	out := make([]rneeds.Need, 0, len(byID))
+	for _, id := range order {
+		if n, ok := byID[id]; ok {
+			sort.Strings(n.Sources)
+			out = append(out, *n)
+		}
+	}
+	return out, nil
+}
+
+// ceiling marks needs the workflow's own [policy] does not allow: the
+// policy is the ceiling, so they can never be met as written.
+func ceiling(p *workflow.Policy, eff *rneeds.Effective) {
+	if p == nil {
+		return
+	}
+	for i := range eff.Needs {
+		n := &eff.Needs[i]
+		switch n.Kind {
+		case rneeds.KindNetwork:
+			if !hostAllowed(p, n.Host) {
+				n.BeyondPolicy = "host " + n.Host + " is not in policy.http.urls"
+			}
+		case rneeds.KindFilesystem:
+			var list []string
+			if p.FS != nil {
+				list = p.FS.Write
+				if n.Mode == "ro" {
+					list = append(append([]string(nil), p.FS.Read...), p.FS.Write...)
+				}
+			}
+			ok := false
+			for _, pat := range list {
+				if policy.Match(pat, n.Path) {
+					ok = true
+				}
+			}
+			if !ok {
+				field := "policy.fs.write"
+				if n.Mode == "ro" {
+					field = "policy.fs.read"
+				}
+				n.BeyondPolicy = "path " + n.Path + " is not in " + field
+			}
+		}
+	}
+}
+
+func hostAllowed(p *workflow.Policy, host string) bool {
+	if p.HTTP == nil {
+		return false
+	}
+	for _, pat := range p.HTTP.URLs {
+		if pat == "*" {
+			return true
+		}
+		if h := patternHost(pat); strings.EqualFold(h, host) {
+			return true
+		}
+	}
+	return false
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func sorted(s []string) []string { sort.Strings(s); return s }
+
+func uniq(s []string) []string {
+	sort.Strings(s)
+	out := s[:0]
+	for i, v := range s {
+		if i == 0 || v != s[i-1] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
