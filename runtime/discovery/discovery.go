@@ -1,0 +1,179 @@
+// Package discovery builds the documents a serving binary publishes about
+// itself: GET /.well-known/kiln (what is compiled in and which limits are
+// enforced) and GET /v1/agents (the inventory, with degraded[] listing the
+// required capability keys this binary does not provide — seeds 001/003).
+package discovery
+
+import (
+	"sort"
+
+	"github.com/kilnworks/kiln/runtime/workflow"
+)
+
+// ProtocolVersion is the version of the discovery document's shape.
+const ProtocolVersion = "kiln.discovery/v1"
+
+// Info is what the binary knows about itself.
+type Info struct {
+	Workflow       *workflow.Workflow
+	Version        string              // kiln version the binary was built with
+	Families       map[string][]string // compiled family id -> capability keys it provides
+	NodeKinds      []string            // node kinds with a registered handler
+	MaxSteps       int                 // engine step cap
+	MaxRequestBody int64               // HTTP body cap in bytes
+}
+
+// Limits are the limits actually enforced.
+type Limits struct {
+	MaxNodeExecutions   int    `json:"max_node_executions"`
+	MaxRunDurationMS    *int64 `json:"max_run_duration_ms"`
+	MaxRequestBodyBytes int64  `json:"max_request_body_bytes"`
+	MaxLoopIterations   int    `json:"max_loop_iterations"`
+	MaxLLMTokens        *int64 `json:"max_llm_tokens"`
+}
+
+// Family is one compiled capability family.
+type Family struct {
+	Supported bool     `json:"supported"`
+	Keys      []string `json:"keys"`
+}
+
+// Document is the /.well-known/kiln body.
+type Document struct {
+	Protocol     string            `json:"protocol"`
+	Workflow     string            `json:"workflow"`
+	Digest       string            `json:"digest,omitempty"`
+	Version      string            `json:"version"`
+	Capabilities map[string]Family `json:"capabilities"`
+	Keys         []string          `json:"capability_keys"`
+	NodeKinds    []string          `json:"node_kinds"`
+	Limits       Limits            `json:"limits"`
+	Agents       AgentsBlock       `json:"agents"`
+	Degraded     []string          `json:"degraded,omitempty"`
+}
+
+// AgentsBlock advertises the manifest-runtime floor (seed 003).
+type AgentsBlock struct {
+	Supported       bool            `json:"supported"`
+	ManifestRuntime ManifestRuntime `json:"manifestRuntime"`
+}
+
+type ManifestRuntime struct {
+	Supported bool `json:"supported"`
+}
+
+// Agent is one inventory entry.
+type Agent struct {
+	AgentID      string   `json:"agentId"`
+	Name         string   `json:"name"`
+	Version      string   `json:"version"`
+	Capabilities []string `json:"capabilities"`
+	Degraded     []string `json:"degraded,omitempty"` // omitted when every requirement is met
+}
+
+// Inventory is the /v1/agents body.
+type Inventory struct {
+	Agents []Agent `json:"agents"`
+	Total  int     `json:"total"`
+}
+
+// Keys returns every capability key the compiled families provide, sorted.
+func (in Info) Keys() []string {
+	set := map[string]bool{}
+	for _, keys := range in.Families {
+		for _, k := range keys {
+			set[k] = true
+		}
+	}
+	return sortedSet(set)
+}
+
+// Degraded lists the workflow's requires_capabilities keys that no
+// compiled family provides: visible, never silent.
+func (in Info) Degraded() []string {
+	have := map[string]bool{}
+	for _, k := range in.Keys() {
+		have[k] = true
+	}
+	var out []string
+	for _, k := range in.Workflow.RequiresCapabilities {
+		if !have[k] {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Build returns the discovery document.
+func Build(in Info) *Document {
+	wf := in.Workflow
+	caps := map[string]Family{}
+	for id, keys := range in.Families {
+		k := append([]string{}, keys...)
+		sort.Strings(k)
+		caps[id] = Family{Supported: true, Keys: k}
+	}
+	kinds := append([]string{}, in.NodeKinds...)
+	sort.Strings(kinds)
+	lim := Limits{MaxNodeExecutions: in.MaxSteps, MaxRequestBodyBytes: in.MaxRequestBody}
+	if b := wf.Budget; b != nil {
+		if b.MaxRunTimeSecs > 0 {
+			ms := b.MaxRunTimeSecs * 1000
+			lim.MaxRunDurationMS = &ms
+		}
+		if b.MaxLLMTokens > 0 {
+			t := b.MaxLLMTokens
+			lim.MaxLLMTokens = &t
+		}
+	}
+	for _, e := range wf.Edges {
+		if e.MaxIterations != nil && *e.MaxIterations > lim.MaxLoopIterations {
+			lim.MaxLoopIterations = *e.MaxIterations
+		}
+	}
+	return &Document{
+		Protocol:     ProtocolVersion,
+		Workflow:     wf.Name,
+		Digest:       wf.Digest,
+		Version:      in.Version,
+		Capabilities: caps,
+		Keys:         in.Keys(),
+		NodeKinds:    kinds,
+		Limits:       lim,
+		Agents:       AgentsBlock{Supported: true, ManifestRuntime: ManifestRuntime{Supported: true}},
+		Degraded:     in.Degraded(),
+	}
+}
+
+// Agents returns the inventory: the binary serves one agent, its workflow.
+func Agents(in Info) *Inventory {
+	wf := in.Workflow
+	caps := append([]string{}, wf.RequiresCapabilities...)
+	sort.Strings(caps)
+	if caps == nil {
+		caps = []string{}
+	}
+	id := wf.Name
+	if wf.Digest != "" {
+		id = wf.Name + "@" + shortDigest(wf.Digest)
+	}
+	a := Agent{AgentID: id, Name: wf.Name, Version: in.Version, Capabilities: caps, Degraded: in.Degraded()}
+	return &Inventory{Agents: []Agent{a}, Total: 1}
+}
+
+func shortDigest(d string) string {
+	if len(d) > 12 {
+		return d[:12]
+	}
+	return d
+}
+
+func sortedSet(set map[string]bool) []string {
+	out := make([]string, 0, len(set))
+	for k := range set {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
