@@ -16,7 +16,18 @@ build:
 	$(GO) build -trimpath -o $(KILN) ./cmd/kiln
 
 # tools: external programs that interop tests use (installed into .cache).
-tools:
+tools: cosign
+
+# cosign: pinned v3 release for the supply-chain interop tests (gen/supply,
+# cmd/kiln). Skipped when .cache/bin/cosign already is that version.
+COSIGN_VERSION := v3.1.3
+.PHONY: cosign
+cosign:
+	@mkdir -p $(BIN)
+	@if $(GO) version -m $(BIN)/cosign 2>/dev/null | grep -Eq '^[[:space:]]+mod[[:space:]]+github.com/sigstore/cosign/v3[[:space:]]+$(COSIGN_VERSION)([[:space:]]|$$)'; then :; else \
+		echo "installing cosign $(COSIGN_VERSION) into $(BIN)"; \
+		GOBIN=$(BIN) $(GO) install github.com/sigstore/cosign/v3/cmd/cosign@$(COSIGN_VERSION); \
+	fi
 
 vet:
 	@test -z "$$(gofmt -l cmd gen runtime capabilities examples testdata 2>/dev/null)" || { echo "gofmt needed:"; gofmt -l cmd gen runtime capabilities examples testdata; exit 1; }

@@ -3,13 +3,13 @@
 package gen
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
+	"reflect"
 	"strings"
+	"time"
 
 	"github.com/BurntSushi/toml"
 
@@ -42,8 +42,48 @@ func (e *ParseError) Error() string {
 
 // LoadOptions tunes Load.
 type LoadOptions struct {
-	// SkipValidate returns the decoded workflow without validating it.
+	// SkipValidate returns the decoded workflow (children and assets
+	// loaded as far as possible) without validating it.
 	SkipValidate bool
+	// SigningRequired makes a valid WORKFLOW.toml.sig mandatory for the
+	// workflow and its children even without [signing] (--signing-required).
+	SigningRequired bool
+	// SigningKey is an operator-pinned Ed25519 public key (PEM) that
+	// workflow signatures must verify with, overriding [signing]'s key
+	// (--signing-key). See wfsign.go.
+	SigningKey []byte
+}
+
+// maxFileBytes caps every file Load reads (workflows, schemas, prompts,
+// JWKS): these are small declarations, and a path pointing at a huge or
+// endless file must fail rather than exhaust memory.
+const maxFileBytes = 8 << 20
+
+// maxLoadDepth stops runaway child chains while loading; the validator
+// reports anything deeper than runtime.MaxCallDepth.
+const maxLoadDepth = 32
+
+// Load reads, strictly decodes and validates the workflow at path, loading
+// its child workflows into wf.Children and its declared files into
+// wf.Assets. It returns a *ParseError for unreadable or malformed input and
+// a *ValidationError listing every issue of a well-formed but invalid one.
+func Load(path string, opts LoadOptions) (*workflow.Workflow, error) {
+	l := newLoader(osReadFile)
+	l.setSigning(opts)
+	wf, err := l.loadRoot(path)
+	if err != nil {
+		return nil, err
+	}
+	if l.sign.err != nil {
+		return nil, l.sign.err
+	}
+	if opts.SkipValidate {
+		return wf, nil
+	}
+	if issues := validateTree(wf, l.failures); len(issues) > 0 {
+		return nil, &ValidationError{Workflow: wf.Name, Issues: issues}
+	}
+	return wf, nil
 }
 
 // document is the top level of a workflow file: either a workflow, or one
@@ -53,47 +93,34 @@ type document struct {
 	Workflows []workflow.Workflow `toml:"workflows"`
 }
 
-// Load reads, strictly decodes and validates the workflow at path. It
-// returns a *ParseError for unreadable or malformed input and a
-// *ValidationError listing every issue of a well-formed but invalid one.
-func Load(path string, opts LoadOptions) (*workflow.Workflow, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, &ParseError{File: path, Msg: fmt.Sprintf("cannot read: %v", errors.Unwrap(err))}
-	}
-	wf, err := Decode(path, data)
-	if err != nil {
-		return nil, err
-	}
-	if opts.SkipValidate {
-		return wf, nil
-	}
-	if err := Validate(wf); err != nil {
-		return nil, err
-	}
-	return wf, nil
-}
-
 // Decode strictly decodes workflow TOML; name is used in error messages.
+// It loads no children or assets (see Load).
 func Decode(name string, data []byte) (*workflow.Workflow, error) {
-	var doc document
-	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&doc)
-	if err != nil {
+	var raw map[string]any
+	if _, err := toml.Decode(string(data), &raw); err != nil {
 		var pe toml.ParseError
 		if errors.As(err, &pe) {
-			return nil, &ParseError{File: name, Line: pe.Position.Line, Key: pe.LastKey, Msg: pe.Message}
+			return nil, &ParseError{File: name, Line: pe.Position.Line, Msg: pe.Message}
 		}
 		return nil, &ParseError{File: name, Msg: err.Error()}
 	}
-	if und := md.Undecoded(); len(und) > 0 {
-		k := und[0]
-		return nil, &ParseError{File: name, Key: k.String(), Msg: "unknown key"}
+	ix := indexKeys(string(data))
+	c := &treeChecker{ix: ix}
+	c.check(raw, reflect.TypeFor[document](), "")
+	if p := c.first(); p != nil {
+		return nil, &ParseError{File: name, Line: p.at.line, Key: p.path, Msg: p.msg}
+	}
+	if err := checkWrapper(raw, ix, name); err != nil {
+		return nil, err
+	}
+	var doc document
+	if _, err := toml.Decode(string(data), &doc); err != nil {
+		// The tree check above accepts only what decodes; keep a clear
+		// error anyway rather than trusting that.
+		return nil, &ParseError{File: name, Msg: err.Error()}
 	}
 	wf := &doc.Workflow
-	if len(doc.Workflows) > 0 {
-		if len(doc.Workflows) > 1 {
-			return nil, &ParseError{File: name, Key: "workflows", Msg: "a file may wrap exactly one workflow"}
-		}
+	if len(doc.Workflows) == 1 {
 		wf = &doc.Workflows[0]
 	}
 	sum := sha256.Sum256(data)
@@ -102,11 +129,262 @@ func Decode(name string, data []byte) (*workflow.Workflow, error) {
 	return wf, nil
 }
 
-// Validate is replaced by the full validator; this placeholder only checks
-// what the engine cannot do without.
-func Validate(wf *workflow.Workflow) error {
-	if wf.Name == "" {
-		return fmt.Errorf("workflow has no name")
+// checkWrapper accepts [[workflows]] holding exactly one workflow and
+// nothing else at the top level.
+func checkWrapper(raw map[string]any, ix keyIndex, name string) error {
+	v, ok := raw["workflows"]
+	if !ok {
+		return nil
+	}
+	items, _ := asList(v)
+	if len(items) != 1 {
+		at := ix.lookup("workflows")
+		if len(items) > 1 {
+			at = ix.lookup(joinIndex("workflows", 1))
+		}
+		return &ParseError{File: name, Line: at.line, Key: "workflows",
+			Msg: fmt.Sprintf("a file may wrap exactly one workflow in [[workflows]], found %d", len(items))}
+	}
+	var first *problem
+	for k := range raw {
+		if k == "workflows" {
+			continue
+		}
+		p := &problem{at: ix.lookup(joinKey("", k)), path: joinKey("", k),
+			msg: "top-level key not allowed next to [[workflows]]; move it into the wrapped workflow"}
+		if first == nil || p.before(first) {
+			first = p
+		}
+	}
+	if first != nil {
+		return &ParseError{File: name, Line: first.at.line, Key: first.path, Msg: first.msg}
 	}
 	return nil
+}
+
+// problem is one strictness violation found in the decoded TOML tree.
+type problem struct {
+	at   pos
+	path string
+	msg  string
+}
+
+func (p *problem) before(q *problem) bool {
+	if p.at.off != q.at.off {
+		return p.at.off < q.at.off
+	}
+	return p.path < q.path
+}
+
+// treeChecker walks the generic TOML tree against the model's types,
+// finding unknown keys and values of the wrong type with their position.
+type treeChecker struct {
+	ix       keyIndex
+	problems []*problem
+}
+
+func (c *treeChecker) add(path, msg string) {
+	c.problems = append(c.problems, &problem{at: c.ix.lookup(path), path: path, msg: msg})
+}
+
+// first returns the problem that comes first in the file, or nil.
+func (c *treeChecker) first() *problem {
+	var first *problem
+	for _, p := range c.problems {
+		if first == nil || p.before(first) {
+			first = p
+		}
+	}
+	return first
+}
+
+var secretType = reflect.TypeFor[workflow.Secret]()
+
+func (c *treeChecker) check(v any, t reflect.Type, path string) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		m, ok := v.(map[string]any)
+		if !ok {
+			c.typeError(path, t, v)
+			return
+		}
+		fields := tomlFields(t)
+		for k, sub := range m {
+			kp := joinKey(path, k)
+			ft, ok := fields[k]
+			if !ok {
+				c.add(kp, unknownKeyMessage(t, m, k))
+				continue
+			}
+			c.check(sub, ft, kp)
+		}
+	case reflect.Map:
+		m, ok := v.(map[string]any)
+		if !ok {
+			c.typeError(path, t, v)
+			return
+		}
+		for k, sub := range m {
+			c.check(sub, t.Elem(), joinKey(path, k))
+		}
+	case reflect.Slice:
+		items, ok := asList(v)
+		if !ok {
+			c.typeError(path, t, v)
+			return
+		}
+		for i, it := range items {
+			c.check(it, t.Elem(), joinIndex(path, i))
+		}
+	case reflect.String:
+		if _, ok := v.(string); !ok {
+			c.typeError(path, t, v)
+		}
+	case reflect.Int, reflect.Int64:
+		if _, ok := v.(int64); !ok {
+			c.typeError(path, t, v)
+		}
+	case reflect.Float64:
+		switch v.(type) {
+		case float64, int64:
+		default:
+			c.typeError(path, t, v)
+		}
+	case reflect.Bool:
+		if _, ok := v.(bool); !ok {
+			c.typeError(path, t, v)
+		}
+	default:
+		c.add(path, "unsupported value") // the model has no other kinds
+	}
+}
+
+func (c *treeChecker) typeError(path string, t reflect.Type, v any) {
+	c.add(path, fmt.Sprintf("expected %s, found %s", typeName(t), tomlTypeName(v)))
+}
+
+// asList returns the elements of a TOML array or array of tables.
+func asList(v any) ([]any, bool) {
+	switch l := v.(type) {
+	case []any:
+		return l, true
+	case []map[string]any:
+		out := make([]any, len(l))
+		for i, m := range l {
+			out[i] = m
+		}
+		return out, true
+	}
+	return nil, false
+}
+
+// literalSecretKeys are keys that would hold secret material in the file
+// itself; each names the indirection to use instead.
+var literalSecretKeys = map[string]string{
+	"client_secret": "use client_secret_env",
+	"api_key":       "use api_key_env",
+	"password":      "read it from the environment or a [[secrets]] entry",
+	"private_key":   "read it from a file or a [[secrets]] entry",
+	"access_token":  "use a [[secrets]] entry",
+	"refresh_token": "use a [[secrets]] entry",
+	"token":         "use a [[secrets]] entry",
+}
+
+// unknownKeyMessage explains an unknown key; literal secrets get a message
+// of their own, because the fix is an indirection, not a spelling.
+func unknownKeyMessage(t reflect.Type, m map[string]any, k string) string {
+	const literal = "literal secret material is not allowed here; "
+	if t == secretType {
+		switch k {
+		case "client_secret", "secret":
+			if m["source"] == "oauth2" {
+				return literal + "use client_secret_env"
+			}
+			return literal + `use source = "env" with var, or source = "file" with path`
+		case "value", "token", "password":
+			return literal + `use source = "env" with var, or source = "file" with path`
+		}
+	}
+	if hint, ok := literalSecretKeys[k]; ok {
+		return literal + hint
+	}
+	return fmt.Sprintf("unknown key %q", k)
+}
+
+func typeName(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		return "table"
+	case reflect.Slice:
+		e := t.Elem()
+		for e.Kind() == reflect.Pointer {
+			e = e.Elem()
+		}
+		switch e.Kind() {
+		case reflect.Struct, reflect.Map:
+			return "array of tables"
+		case reflect.String:
+			return "array of strings"
+		}
+		return "array"
+	case reflect.String:
+		return "string"
+	case reflect.Int, reflect.Int64:
+		return "integer"
+	case reflect.Float64:
+		return "number"
+	case reflect.Bool:
+		return "boolean"
+	}
+	return t.String()
+}
+
+func tomlTypeName(v any) string {
+	switch v.(type) {
+	case string:
+		return "string"
+	case int64:
+		return "integer"
+	case float64:
+		return "float"
+	case bool:
+		return "boolean"
+	case map[string]any:
+		return "table"
+	case []any, []map[string]any:
+		return "array"
+	case time.Time:
+		return "date-time"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// tomlFields maps the TOML keys of struct t (embedded structs flattened)
+// to their types; fields tagged "-" are not keys.
+func tomlFields(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Anonymous && f.Type.Kind() == reflect.Struct {
+			for k, ft := range tomlFields(f.Type) {
+				out[k] = ft
+			}
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out[name] = f.Type
+	}
+	return out
 }

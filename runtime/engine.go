@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	mrand "math/rand/v2"
@@ -156,13 +155,15 @@ func (e *Engine) audit() *slog.Logger {
 	return discardLogger
 }
 
-var discardLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
+// discardLogger's handler reports every level disabled, so audit calls on an
+// engine without a logger cost nothing (no formatting, no allocation).
+var discardLogger = slog.New(slog.DiscardHandler)
 
 func (e *Engine) services() *Services {
 	if e.Services != nil {
 		return e.Services
 	}
-	return &Services{}
+	return &Services{Secret: EnvSecret} // no registry: secrets come from the environment
 }
 
 // NewExecutionID returns a random run id.
@@ -196,10 +197,14 @@ type Run struct {
 	last    string
 }
 
+// budget is shared by a run and its children: a call/parallel/map cannot
+// out-spend the top-level run's envelope.
 type budget struct {
-	maxTokens int64 // 0 = unlimited
-	mu        sync.Mutex
-	used      int64
+	maxTokens  int64 // 0 = unlimited
+	maxFSWrite int64 // bytes; 0 = unlimited
+	mu         sync.Mutex
+	used       int64
+	fsWritten  int64
 }
 
 // Resolve looks up a dotted context path: the first segment is a node id or
@@ -281,12 +286,28 @@ func (r *Run) AddTokens(n int64) error {
 	return nil
 }
 
-// RecordDenial counts and audits a policy denial that a handler handles
-// itself (agent_loop tools) instead of aborting the run.
+// AddFSWrite accounts n bytes about to be written by a file node against
+// [budget].max_fs_write_mb; it fails (and accounts nothing) when the write
+// would exceed the run's budget. Call it before writing.
+func (r *Run) AddFSWrite(n int64) error {
+	b := r.budget
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.maxFSWrite > 0 && b.fsWritten+n > b.maxFSWrite {
+		return Errorf(ClassBudget, "filesystem write budget exceeded: %d + %d bytes > max_fs_write_mb (%d bytes)",
+			b.fsWritten, n, b.maxFSWrite)
+	}
+	b.fsWritten += n
+	return nil
+}
+
+// RecordDenial counts and audits a policy denial. The engine calls it for
+// every denial that aborts a run; handlers that handle a denial themselves
+// (agent_loop tools) call it so the denial is still counted and audited.
 func (r *Run) RecordDenial(node, kind string, err error) {
 	r.Counters.PolicyDenials.Add(1)
 	e := AsError(err)
-	r.Audit().Warn("policy.denied", "node", node, "kind", kind, "target", e.Target, "reason", e.Msg)
+	r.auditf(slog.LevelWarn, "policy.denied", "node", node, "kind", kind, "target", e.Target, "reason", e.Msg)
 }
 
 // Run executes p once and returns its report. It never panics on workflow
@@ -316,6 +337,7 @@ func (e *Engine) Run(ctx context.Context, p *Program, opts RunOptions) *Report {
 	}
 	if b := p.Workflow.Budget; b != nil {
 		run.budget.maxTokens = b.MaxLLMTokens
+		run.budget.maxFSWrite = b.MaxFSWriteMB << 20
 	}
 	timeout := opts.Timeout
 	if timeout == 0 && p.Workflow.Budget != nil && p.Workflow.Budget.MaxRunTimeSecs > 0 {
@@ -372,15 +394,30 @@ func (r *Run) RunChild(ctx context.Context, child *Program, start string, input 
 	return out, c.trace
 }
 
+// auditf emits one audit event tagged with the run, building nothing when
+// the logger drops the level (the engine's hot path logs per run, not per
+// node, but retries and denials must stay cheap too).
+func (r *Run) auditf(level slog.Level, msg string, attrs ...any) {
+	l := r.Engine.audit()
+	if !l.Enabled(context.Background(), level) {
+		return
+	}
+	all := make([]any, 0, len(attrs)+4)
+	all = append(all, "execution_id", r.ExecutionID, "workflow", r.Program.Workflow.Name)
+	l.Log(context.Background(), level, msg, append(all, attrs...)...)
+}
+
 func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 	e := r.Engine
 	started := e.now()
 	r.Counters.WorkflowStarts.Add(1)
 	if r.Depth == 0 {
-		r.Audit().Info("workflow.started", "start_node", r.StartNode, "dry_run", r.DryRun)
+		r.auditf(slog.LevelInfo, "workflow.started", "start_node", r.StartNode, "dry_run", r.DryRun)
 	}
 	defer func() {
-		out.ElapsedMS = e.now().Sub(started).Milliseconds()
+		if out.Status != StatusTimedOut {
+			out.ElapsedMS = e.now().Sub(started).Milliseconds()
+		}
 		switch out.Status {
 		case StatusCompleted:
 			r.Counters.WorkflowCompletions.Add(1)
@@ -402,7 +439,7 @@ func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 			if out.Status == StatusErrored || out.Status == StatusFailed || out.Status == StatusTimedOut {
 				level = slog.LevelWarn
 			}
-			r.Audit().Log(context.Background(), level, "workflow."+out.Status, attrs...)
+			r.auditf(level, "workflow."+out.Status, attrs...)
 		}
 	}()
 
@@ -428,10 +465,18 @@ func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 
 	for steps := 0; ; steps++ {
 		if steps >= MaxSteps {
-			return r.errored(Errorf(ClassWorkflow, "step cap of %d nodes reached", MaxSteps))
+			return r.errored(Errorf(ClassWorkflow, "step cap of %d nodes reached (a loop edge or cycle ran away)", MaxSteps))
 		}
+		// The deadline is checked before every node, so a run never starts
+		// a node after its time is up.
 		if !r.Deadline.IsZero() && !e.now().Before(r.Deadline) {
 			return r.timedOut(started)
+		}
+		if err := ctx.Err(); err != nil {
+			if errors.Is(err, context.DeadlineExceeded) {
+				return r.timedOut(started)
+			}
+			return r.errored(Errorf(ClassConfig, "run cancelled: %v", err))
 		}
 		pn, ok := r.Program.nodes[cur]
 		if !ok {
@@ -444,14 +489,12 @@ func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 			if ee.Node == "" {
 				ee.Node, ee.Kind = pn.node.ID, pn.node.Type
 			}
-			r.Counters.NodeFailures.Add(1)
 			r.appendTrace(pn, "error", "", nil, elapsed)
-			if ee.Class == ClassTimeout || (ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded)) {
+			if ee.Class == ClassTimeout || errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				return r.timedOut(started)
 			}
 			if ee.Class == ClassPolicy {
-				r.Counters.PolicyDenials.Add(1)
-				r.Audit().Warn("policy.denied", "node", pn.node.ID, "kind", pn.node.Type, "target", ee.Target, "reason", ee.Msg)
+				r.RecordDenial(pn.node.ID, pn.node.Type, ee)
 			}
 			return r.errored(ee)
 		}
@@ -505,41 +548,55 @@ func (r *Run) appendTrace(pn *programNode, outcome, branch string, output any, e
 	r.mu.Unlock()
 }
 
-// selectEdge picks the single out-edge matching branch; "" means dead-end.
+// selectEdge picks the out-edge that fires for branch; "" means dead-end.
+//
+// An edge fires when its `when` equals the branch ("" = no branch). A loop
+// edge (max_iterations = N) fires at most N times per run; while it still
+// has budget it takes precedence over plain edges with the same label, and
+// once spent it stops matching, so the walk leaves the loop through the
+// other matching edge or dead-ends. Two eligible edges of the same sort are
+// a workflow error.
 func (r *Run) selectEdge(pn *programNode, branch string) (string, error) {
-	var match *edge
-	count := 0
+	var loop, plain *edge
+	loops, plains := 0, 0
 	for i := range pn.out {
 		ed := &pn.out[i]
 		if ed.when != branch {
 			continue
 		}
-		if ed.loop > 0 && r.loops[ed.index] >= ed.loop {
-			continue // loop budget spent: no longer eligible
+		if ed.loop > 0 {
+			if r.loops[ed.index] >= ed.loop {
+				continue // loop budget spent: no longer eligible
+			}
+			loops++
+			loop = ed
+			continue
 		}
-		count++
-		if match == nil {
-			match = ed
-		}
+		plains++
+		plain = ed
+	}
+	label := "no branch"
+	if branch != "" {
+		label = fmt.Sprintf("branch %q", branch)
 	}
 	switch {
-	case count == 0:
-		return "", nil
-	case count > 1:
-		label := "no branch"
-		if branch != "" {
-			label = fmt.Sprintf("branch %q", branch)
-		}
+	case loops > 1:
 		return "", &Error{Class: ClassWorkflow, Node: pn.node.ID, Kind: pn.node.Type,
-			Msg: fmt.Sprintf("%d matching out-edges for %s", count, label)}
+			Msg: fmt.Sprintf("%d matching loop out-edges for %s", loops, label)}
+	case loops == 1:
+		r.loops[loop.index]++
+		return loop.to, nil
+	case plains > 1:
+		return "", &Error{Class: ClassWorkflow, Node: pn.node.ID, Kind: pn.node.Type,
+			Msg: fmt.Sprintf("%d matching out-edges for %s", plains, label)}
+	case plains == 1:
+		return plain.to, nil
 	}
-	if match.loop > 0 {
-		r.loops[match.index]++
-	}
-	return match.to, nil
+	return "", nil
 }
 
-// execNode runs one node with its retry policy.
+// execNode runs one node with its retry policy. Every attempt counts as a
+// node execution, every failed attempt as a node failure.
 func (r *Run) execNode(ctx context.Context, pn *programNode) (res Result, elapsed time.Duration, err error) {
 	e := r.Engine
 	attempts, backoff, on, jitter := 1, 100, "any", 0.0
@@ -559,7 +616,11 @@ func (r *Run) execNode(ctx context.Context, pn *programNode) (res Result, elapse
 	for attempt := 1; ; attempt++ {
 		r.Counters.NodeExecutions.Add(1)
 		res, err = r.safeCall(ctx, pn, attempt)
-		if err == nil || attempt >= attempts || !retryable(err, on) {
+		if err == nil {
+			break
+		}
+		r.Counters.NodeFailures.Add(1)
+		if attempt >= attempts || !retryable(err, on) {
 			break
 		}
 		wait := time.Duration(backoff*attempt) * time.Millisecond
@@ -571,7 +632,7 @@ func (r *Run) execNode(ctx context.Context, pn *programNode) (res Result, elapse
 			err = &Error{Class: ClassTimeout, Msg: "retry backoff would pass the run deadline", Err: err}
 			break
 		}
-		r.Audit().Warn("node.retry", "node", pn.node.ID, "kind", pn.node.Type, "attempt", attempt+1,
+		r.auditf(slog.LevelWarn, "node.retry", "node", pn.node.ID, "kind", pn.node.Type, "attempt", attempt+1,
 			"max_attempts", attempts, "wait_ms", wait.Milliseconds(), "error", err.Error())
 		if serr := e.sleep(ctx, wait); serr != nil {
 			err = &Error{Class: ClassTimeout, Msg: "run deadline reached during retry backoff", Err: serr}
@@ -590,14 +651,16 @@ func (r *Run) safeCall(ctx context.Context, pn *programNode, attempt int) (res R
 	res, err = pn.handler(ctx, &Call{Node: pn.node, Run: r, Attempt: attempt})
 	if err != nil {
 		var d *policy.Denial
-		if errors.As(err, &d) {
+		if errors.As(err, &d) && ClassOf(err) != ClassPolicy {
 			err = &Error{Class: ClassPolicy, Target: d.Target, Msg: d.Error(), Err: err}
-		} else if errors.Is(err, context.DeadlineExceeded) && ClassOf(err) == ClassTool {
+		} else if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil && ClassOf(err) != ClassPolicy {
 			err = &Error{Class: ClassTimeout, Msg: "run deadline reached", Err: err}
 		}
 		return res, err
 	}
-	res.Value = Normalize(res.Value)
+	if !isNormal(res.Value) {
+		res.Value = Normalize(res.Value)
+	}
 	return res, nil
 }
 

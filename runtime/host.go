@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 )
 
 // Host is one process serving one program: the engine, the program, and
@@ -18,6 +19,10 @@ type Host struct {
 	DryRun bool
 	// ServeMode is true when the process serves routes and triggers.
 	ServeMode bool
+	// DrainTimeout bounds how long listeners may take, once their Serve
+	// ctx is cancelled (SIGTERM/SIGINT), to finish in-flight runs
+	// (--drain-timeout-secs; the CLI sets it, default 30s).
+	DrainTimeout time.Duration
 
 	readyMu sync.Mutex
 	blocks  map[string]string // reasons the host is not ready yet

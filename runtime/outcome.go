@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"encoding/json"
 	"sync/atomic"
 )
 
@@ -137,7 +136,7 @@ func (r *Report) Record() ([]byte, error) {
 	if r.Outcome.LastNode != "" {
 		last = r.Outcome.LastNode
 	}
-	detail, err := json.Marshal(r.Outcome)
+	detail, err := EncodeJSON(r.Outcome)
 	if err != nil {
 		return nil, err
 	}

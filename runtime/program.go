@@ -3,7 +3,6 @@ package runtime
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/kilnworks/kiln/runtime/policy"
@@ -96,7 +95,7 @@ func compile(wf *workflow.Workflow, opts CompileOptions, depth int) (*Program, e
 		}
 		from.out = append(from.out, ed)
 	}
-	var missing []string
+	missing := map[string][]string{} // kind -> node ids
 	for _, id := range p.order {
 		pn := p.nodes[id]
 		kind := pn.node.Type
@@ -110,7 +109,7 @@ func compile(wf *workflow.Workflow, opts CompileOptions, depth int) (*Program, e
 				pn.handler = func(ctx context.Context, c *Call) (Result, error) { return Next(nil), nil }
 				continue
 			}
-			missing = append(missing, kind)
+			missing[kind] = append(missing[kind], id)
 			continue
 		}
 		h, err := k.Prepare(pn.node, p)
@@ -120,9 +119,13 @@ func compile(wf *workflow.Workflow, opts CompileOptions, depth int) (*Program, e
 		pn.handler = h
 	}
 	if len(missing) > 0 {
-		sort.Strings(missing)
+		var parts []string
+		for _, kind := range SortedKeys(missing) {
+			parts = append(parts, fmt.Sprintf("%s (node %s)", kind, strings.Join(missing[kind], ", ")))
+		}
 		return nil, &Error{Class: ClassCapability, Msg: fmt.Sprintf(
-			"capability not compiled in: node kind(s) %s have no handler in this binary", strings.Join(dedupe(missing), ", "))}
+			"workflow %q: capability not compiled in: no handler in this binary for node kind %s",
+			wf.Name, strings.Join(parts, "; "))}
 	}
 	return p, nil
 }
@@ -131,16 +134,6 @@ func unprovided(kind string) NodeFunc {
 	return func(ctx context.Context, c *Call) (Result, error) {
 		return Result{}, c.Errorf(ClassCapability, "capability_not_provided: %s is not provided by this degraded build", kind)
 	}
-}
-
-func dedupe(s []string) []string {
-	out := s[:0]
-	for i, v := range s {
-		if i == 0 || v != s[i-1] {
-			out = append(out, v)
-		}
-	}
-	return out
 }
 
 // Node returns a node declaration by id.

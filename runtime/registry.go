@@ -109,15 +109,43 @@ type Call struct {
 	Run  *Run
 	// Attempt is 1 for the first try, 2 for the first retry, ...
 	Attempt int
+	// Scope, when set, replaces the run context for From and Lookup: agent_loop runs
+	// tool handlers on the model's arguments ({"args": {...}}), never on
+	// other node outputs.
+	Scope map[string]any
 }
 
 // From resolves a dotted context path; a miss (or empty path) is nil.
 func (c *Call) From(path string) any {
-	if path == "" {
-		return nil
-	}
-	v, _ := c.Run.Resolve(path)
+	v, _ := c.Lookup(path)
 	return v
+}
+
+// Lookup resolves a dotted context path and reports whether it was found
+// (a path that resolves to JSON null is found; a miss is not).
+func (c *Call) Lookup(path string) (any, bool) {
+	if path == "" {
+		return nil, false
+	}
+	if c.Scope != nil {
+		return Lookup(c.Scope, path)
+	}
+	return c.Run.Resolve(path)
+}
+
+// FromString resolves the context path given in the node's key field (for
+// example key "path_from", path "trigger.path") and requires a string. The
+// error names the node, its kind, the key and what was found instead.
+func (c *Call) FromString(key, path string) (string, error) {
+	v, ok := c.Lookup(path)
+	if !ok {
+		return "", c.Errorf(ClassTool, "%s %q did not resolve to a value", key, path)
+	}
+	s, isString := v.(string)
+	if !isString {
+		return "", c.Errorf(ClassTool, "%s %q resolved to %s, want a string", key, path, TypeName(v))
+	}
+	return s, nil
 }
 
 // Errorf builds an *Error of class for this node.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/big"
 	"sort"
 	"strconv"
 	"strings"
@@ -67,9 +68,12 @@ func Normalize(v any) any {
 	case uint64:
 		return json.Number(strconv.FormatUint(x, 10))
 	case float64:
+		if math.IsInf(x, 0) || math.IsNaN(x) {
+			return nil // no JSON form
+		}
 		return FloatNumber(x)
 	case float32:
-		return FloatNumber(float64(x))
+		return Normalize(float64(x))
 	case []any:
 		out := make([]any, len(x))
 		for i, e := range x {
@@ -106,7 +110,33 @@ func Normalize(v any) any {
 	return out
 }
 
+// isNormal reports whether v already is a JSON value tree, so the engine can
+// skip the copying Normalize for the common case without allocating.
+func isNormal(v any) bool {
+	switch x := v.(type) {
+	case nil, bool, string, json.Number:
+		return true
+	case []any:
+		for _, e := range x {
+			if !isNormal(e) {
+				return false
+			}
+		}
+		return true
+	case map[string]any:
+		for _, e := range x {
+			if !isNormal(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
 // FloatNumber renders a float so that it stays a float in JSON (1 -> 1.0).
+// NaN and infinities have no JSON form: callers must not pass them
+// (Normalize maps them to null).
 func FloatNumber(f float64) json.Number {
 	if math.IsInf(f, 0) || math.IsNaN(f) {
 		return json.Number("null")
@@ -129,14 +159,106 @@ func Truthy(v any) bool {
 	case string:
 		return x != ""
 	case json.Number:
-		f, err := x.Float64()
-		return err != nil || f != 0
+		return !isZeroNumber(string(x))
 	case []any:
 		return len(x) > 0
 	case map[string]any:
 		return len(x) > 0
 	}
 	return true
+}
+
+// isZeroNumber reports whether the JSON number text s denotes zero, exactly
+// (0, -0, 0.0, 0e5 are zero; 1e-400 is not, although it underflows a float).
+func isZeroNumber(s string) bool {
+	mant, _, _ := strings.Cut(strings.ToLower(s), "e")
+	mant = strings.TrimLeft(mant, "+-")
+	if mant == "" {
+		return false
+	}
+	for _, c := range mant {
+		if c != '0' && c != '.' {
+			return false
+		}
+	}
+	return true
+}
+
+// Equal reports whether two JSON values are equal: same type and same
+// content, recursively. Values of different JSON types are never equal
+// (1 != "1" != true). Numbers compare by exact numeric value, so 1, 1.0
+// and 1e0 are equal and big integers compare digit for digit (no float64
+// rounding); text that is not a number compares as text.
+func Equal(a, b any) bool {
+	switch x := a.(type) {
+	case nil:
+		return b == nil
+	case bool:
+		y, ok := b.(bool)
+		return ok && x == y
+	case string:
+		y, ok := b.(string)
+		return ok && x == y
+	case json.Number:
+		y, ok := b.(json.Number)
+		return ok && numberEqual(x, y)
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !Equal(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, v := range x {
+			w, ok := y[k]
+			if !ok || !Equal(v, w) {
+				return false
+			}
+		}
+		return true
+	}
+	return Equal(Normalize(a), Normalize(b))
+}
+
+func numberEqual(a, b json.Number) bool {
+	if a == b {
+		return true
+	}
+	if hugeExponent(string(a)) || hugeExponent(string(b)) {
+		// An exact comparison would need a number with that many digits;
+		// float64 is as good as it gets for such input.
+		x, errX := a.Float64()
+		y, errY := b.Float64()
+		return errX == nil && errY == nil && x == y
+	}
+	var x, y big.Rat
+	if _, ok := x.SetString(string(a)); !ok {
+		return false
+	}
+	if _, ok := y.SetString(string(b)); !ok {
+		return false
+	}
+	return x.Cmp(&y) == 0
+}
+
+// hugeExponent reports whether a number's exponent is too large to expand
+// exactly (big.Rat would allocate a number with that many digits).
+func hugeExponent(s string) bool {
+	_, exp, ok := strings.Cut(strings.ToLower(s), "e")
+	if !ok {
+		return false
+	}
+	n, err := strconv.Atoi(strings.TrimLeft(exp, "+"))
+	return err != nil || n > 1000 || n < -1000
 }
 
 // SwitchLabel is the branch label a switch node emits for v: a string is
@@ -190,6 +312,25 @@ func Lookup(v any, path string) (any, bool) {
 		}
 	}
 	return cur, true
+}
+
+// TypeName names the JSON type of v for error messages.
+func TypeName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case string:
+		return "a string"
+	case json.Number:
+		return "a number"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return fmt.Sprintf("a %T", v)
 }
 
 // SortedKeys returns the keys of m in order.

@@ -1,20 +1,31 @@
-// Package policy decides what the compiled-in tools may touch. A workflow
-// without [policy] allows everything (development only; the engine warns);
-// with [policy], every family not listed is denied.
+// Package policy decides what the compiled-in tools may touch
+// (WORKFLOW-FORMAT §4). A workflow without [policy] allows everything
+// (development only; the CLI warns); with [policy], every family not listed
+// is denied, and so is every target no pattern of its family matches.
+//
+// Filesystem targets are cleaned, any ".." segment is refused, and the
+// longest existing prefix of the path is resolved through symlinks before
+// matching, so neither a ".." nor a symlink can lead a read or write out of
+// the allowlist. The checks return the resolved path: handlers must use it,
+// not the path they were given.
 package policy
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
-// Denial is a refused check. The engine maps it to a policy error.
+// Denial is a refused check. The engine maps it to a policy error: the run
+// aborts, the denial is counted and audited, and it is never retried.
 type Denial struct {
-	What   string // fs.read, fs.write, env.read, http.request, shell.run, mcp.tool, mcp.resource
+	What   string // fs.read, fs.write, fs.delete, fs.list, env.read, http.request, shell.run, mcp.tool, mcp.resource
 	Target string
 	Reason string
 }
@@ -23,15 +34,43 @@ func (d *Denial) Error() string {
 	return fmt.Sprintf("%s denied on %s: %s", d.What, d.Target, d.Reason)
 }
 
-// Policy is a compiled [policy] block.
+// IsDenial reports whether err is (or wraps) a policy denial.
+func IsDenial(err error) bool {
+	var d *Denial
+	return errors.As(err, &d)
+}
+
+// Policy is a compiled [policy] block. It is immutable and safe for
+// concurrent use.
 type Policy struct {
 	spec     *workflow.Policy // nil: allow all
 	allowAll bool
+
+	// Filesystem and shell patterns, each with the variant whose literal
+	// prefix is resolved through symlinks (see resolvePatterns).
+	fsRead, fsWrite, fsDelete, fsList []string
+	shell                             []string
 }
 
 // New compiles p; nil means allow-all.
 func New(p *workflow.Policy) *Policy {
-	return &Policy{spec: p, allowAll: p == nil}
+	pol := &Policy{spec: p, allowAll: p == nil}
+	if p == nil {
+		return pol
+	}
+	if p.FS != nil {
+		pol.fsRead = resolvePatterns(p.FS.Read)
+		pol.fsWrite = resolvePatterns(p.FS.Write)
+		pol.fsDelete = resolvePatterns(p.FS.Delete)
+		pol.fsList = resolvePatterns(p.FS.List)
+		if len(p.FS.List) == 0 {
+			pol.fsList = pol.fsRead // list falls back to read
+		}
+	}
+	if p.Shell != nil {
+		pol.shell = resolvePatterns(p.Shell.Commands)
+	}
+	return pol
 }
 
 // AllowAll reports whether no [policy] block was declared.
@@ -46,24 +85,30 @@ func deny(what, target, reason string) error {
 
 // Match applies the matcher grammar: "*" matches anything; "prefix/**" and
 // "prefix/*" match the prefix itself and anything under it; any other
-// trailing "*" is a plain prefix; everything else is exact.
+// trailing "*" is a plain prefix ("AGENT_*", "http://host:80*"); everything
+// else is exact. There is no other globbing.
 func Match(pattern, s string) bool {
 	switch {
 	case pattern == "*":
 		return true
 	case strings.HasSuffix(pattern, "/**"):
-		base := strings.TrimSuffix(pattern, "/**")
-		return s == base || strings.HasPrefix(s, base+"/")
+		return under(strings.TrimSuffix(pattern, "/**"), s)
 	case strings.HasSuffix(pattern, "/*"):
-		base := strings.TrimSuffix(pattern, "/*")
-		return s == base || strings.HasPrefix(s, base+"/")
+		return under(strings.TrimSuffix(pattern, "/*"), s)
 	case strings.HasSuffix(pattern, "*"):
 		return strings.HasPrefix(s, strings.TrimSuffix(pattern, "*"))
 	}
 	return pattern == s
 }
 
-func matchAny(patterns []string, s string) bool {
+// under reports whether s is base itself or lies below it ("/**" leaves
+// base "", which covers every absolute path).
+func under(base, s string) bool {
+	return s == base || strings.HasPrefix(s, base+"/")
+}
+
+// MatchAny reports whether any pattern matches s.
+func MatchAny(patterns []string, s string) bool {
 	for _, p := range patterns {
 		if Match(p, s) {
 			return true
@@ -72,13 +117,48 @@ func matchAny(patterns []string, s string) bool {
 	return false
 }
 
+// resolvePatterns adds, for each absolute path pattern whose literal part
+// exists and runs through a symlink, the same pattern on the resolved path:
+// targets are matched after symlink resolution, so "/var/data/**" must also
+// cover what /var/data really is.
+func resolvePatterns(patterns []string) []string {
+	out := make([]string, 0, len(patterns))
+	for _, pat := range patterns {
+		out = append(out, pat)
+		if pat == "*" || !filepath.IsAbs(pat) {
+			continue
+		}
+		base, suffix := pat, ""
+		for _, s := range []string{"/**", "/*", "*"} {
+			if strings.HasSuffix(pat, s) {
+				base, suffix = strings.TrimSuffix(pat, s), s
+				break
+			}
+		}
+		if base == "" {
+			continue
+		}
+		real, err := filepath.EvalSymlinks(base)
+		if err == nil && real != base {
+			out = append(out, real+suffix)
+		}
+	}
+	return out
+}
+
 // FSRead checks a read of path and returns the resolved path to use.
-func (p *Policy) FSRead(path string) (string, error) { return p.fs("fs.read", path) }
+func (p *Policy) FSRead(path string) (string, error) { return p.fs("fs.read", path, p.fsRead) }
 
 // FSWrite checks a write (or mkdir) of path and returns the resolved path.
-func (p *Policy) FSWrite(path string) (string, error) { return p.fs("fs.write", path) }
+func (p *Policy) FSWrite(path string) (string, error) { return p.fs("fs.write", path, p.fsWrite) }
 
-func (p *Policy) fs(what, path string) (string, error) {
+// FSDelete checks a removal of path and returns the resolved path.
+func (p *Policy) FSDelete(path string) (string, error) { return p.fs("fs.delete", path, p.fsDelete) }
+
+// FSList checks a directory listing; an empty `list` falls back to `read`.
+func (p *Policy) FSList(path string) (string, error) { return p.fs("fs.list", path, p.fsList) }
+
+func (p *Policy) fs(what, path string, allow []string) (string, error) {
 	resolved, err := ResolvePath(path)
 	if err != nil {
 		return "", deny(what, path, err.Error())
@@ -87,30 +167,24 @@ func (p *Policy) fs(what, path string) (string, error) {
 		return resolved, nil
 	}
 	if p.spec.FS == nil {
-		return "", deny(what, resolved, "no [policy.fs] section")
+		return "", deny(what, resolved, "no [policy.fs] section (deny by default)")
 	}
-	var list []string
-	switch what {
-	case "fs.read":
-		list = p.spec.FS.Read
-	case "fs.write":
-		list = p.spec.FS.Write
-	}
-	if !matchAny(list, resolved) {
+	if !MatchAny(allow, resolved) {
 		return "", deny(what, resolved, "not in the allowlist")
 	}
 	return resolved, nil
 }
 
-// ResolvePath cleans path, refuses `..` escapes in relative paths, and
-// resolves the existing part of it through symlinks, so a link cannot lead
-// a write outside the allowlist.
+// ResolvePath makes path absolute, refuses any ".." segment, and resolves
+// the longest existing prefix through symlinks (the part that does not
+// exist yet is appended unchanged). A dangling symlink is refused: what it
+// would create is outside anyone's view.
 func ResolvePath(path string) (string, error) {
 	if path == "" {
 		return "", fmt.Errorf("empty path")
 	}
 	if strings.ContainsRune(path, 0) {
-		return "", fmt.Errorf("path contains NUL")
+		return "", fmt.Errorf("path contains a NUL byte")
 	}
 	for _, seg := range strings.Split(filepath.ToSlash(path), "/") {
 		if seg == ".." {
@@ -121,15 +195,15 @@ func ResolvePath(path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	abs = filepath.Clean(abs)
-	// Resolve the longest existing prefix through symlinks, then re-append
-	// the part that does not exist yet.
 	rest := ""
 	cur := abs
 	for {
 		real, err := filepath.EvalSymlinks(cur)
 		if err == nil {
 			return filepath.Join(real, rest), nil
+		}
+		if fi, lerr := os.Lstat(cur); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			return "", fmt.Errorf("%s is a symlink that cannot be resolved", cur)
 		}
 		parent := filepath.Dir(cur)
 		if parent == cur {
@@ -146,9 +220,9 @@ func (p *Policy) EnvRead(key string) error {
 		return nil
 	}
 	if p.spec.Env == nil {
-		return deny("env.read", key, "no [policy.env] section")
+		return deny("env.read", key, "no [policy.env] section (deny by default)")
 	}
-	if !matchAny(p.spec.Env.ReadKeys, key) {
+	if !MatchAny(p.spec.Env.ReadKeys, key) {
 		return deny("env.read", key, "not in the allowlist")
 	}
 	return nil
@@ -162,11 +236,16 @@ func (p *Policy) HTTP(method, rawURL string) (explicit bool, err error) {
 	if perr != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return false, deny("http.request", rawURL, "not an absolute http(s) URL")
 	}
+	for _, seg := range strings.Split(u.Path, "/") {
+		if seg == ".." {
+			return false, deny("http.request", rawURL, "URL path contains a '..' segment")
+		}
+	}
 	if p.allowAll {
 		return false, nil
 	}
 	if p.spec.HTTP == nil {
-		return false, deny("http.request", rawURL, "no [policy.http] section")
+		return false, deny("http.request", rawURL, "no [policy.http] section (deny by default)")
 	}
 	if len(p.spec.HTTP.Methods) > 0 {
 		ok := false
@@ -181,24 +260,49 @@ func (p *Policy) HTTP(method, rawURL string) (explicit bool, err error) {
 	}
 	for _, pat := range p.spec.HTTP.URLs {
 		if Match(pat, rawURL) {
-			return pat != "*" && strings.Contains(pat, "://"+u.Host), nil
+			return pat != "*" && namesHost(pat, u.Host), nil
 		}
 	}
 	return false, deny("http.request", rawURL, "not in the allowlist")
 }
 
-// Shell checks a command (already resolved through symlinks by the caller).
+// namesHost reports whether pattern spells out host as its authority.
+func namesHost(pattern, host string) bool {
+	_, after, ok := strings.Cut(pattern, "://")
+	if !ok {
+		return false
+	}
+	auth, _, _ := strings.Cut(after, "/")
+	return strings.EqualFold(auth, host)
+}
+
+// Shell checks a command. The command is resolved through symlinks first,
+// so a link inside an allowed directory cannot run something else.
 func (p *Policy) Shell(command string) error {
+	_, err := p.ShellResolve(command)
+	return err
+}
+
+// ShellResolve checks a command and returns its resolved path, which the
+// caller must execute.
+func (p *Policy) ShellResolve(command string) (string, error) {
+	if !filepath.IsAbs(command) {
+		return "", deny("shell.run", command, "command must be an absolute path")
+	}
+	resolved, err := ResolvePath(command)
+	if err != nil {
+		return "", deny("shell.run", command, err.Error())
+	}
 	if p.allowAll {
-		return nil
+		return resolved, nil
 	}
 	if p.spec.Shell == nil {
-		return deny("shell.run", command, "no [policy.shell] section")
+		return "", deny("shell.run", resolved, "no [policy.shell] section (deny by default)")
 	}
-	if !matchAny(p.spec.Shell.Commands, command) {
-		return deny("shell.run", command, "not in the allowlist")
+	if !MatchAny(p.shell, resolved) {
+		return "", deny("shell.run", resolved, "not in the allowlist")
 	}
-	return nil
+	return resolved, nil
 }
 
 // MCPTool checks a tool call against [policy.mcp].tools.
@@ -207,12 +311,12 @@ func (p *Policy) MCPTool(server, tool string) error {
 		return nil
 	}
 	if p.spec.MCP == nil {
-		return deny("mcp.tool", tool, "no [policy.mcp] section")
+		return deny("mcp.tool", tool, "no [policy.mcp] section (deny by default)")
 	}
-	if len(p.spec.MCP.Servers) > 0 && server != "" && !matchAny(p.spec.MCP.Servers, server) {
+	if len(p.spec.MCP.Servers) > 0 && server != "" && !MatchAny(p.spec.MCP.Servers, server) {
 		return deny("mcp.tool", server+"/"+tool, "server not in the allowlist")
 	}
-	if !matchAny(p.spec.MCP.Tools, tool) {
+	if !MatchAny(p.spec.MCP.Tools, tool) {
 		return deny("mcp.tool", tool, "not in the allowlist")
 	}
 	return nil
@@ -224,12 +328,12 @@ func (p *Policy) MCPResource(server, uri string) error {
 		return nil
 	}
 	if p.spec.MCP == nil {
-		return deny("mcp.resource", uri, "no [policy.mcp] section")
+		return deny("mcp.resource", uri, "no [policy.mcp] section (deny by default)")
 	}
-	if len(p.spec.MCP.Servers) > 0 && server != "" && !matchAny(p.spec.MCP.Servers, server) {
+	if len(p.spec.MCP.Servers) > 0 && server != "" && !MatchAny(p.spec.MCP.Servers, server) {
 		return deny("mcp.resource", server+" "+uri, "server not in the allowlist")
 	}
-	if !matchAny(p.spec.MCP.Resources, uri) {
+	if !MatchAny(p.spec.MCP.Resources, uri) {
 		return deny("mcp.resource", uri, "not in the allowlist")
 	}
 	return nil

@@ -1,0 +1,198 @@
+package catalog_test
+
+import (
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	_ "github.com/kilnworks/kiln/capabilities/all"
+	"github.com/kilnworks/kiln/capabilities/catalog"
+	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/runtime/workflow"
+)
+
+// TestTableShape checks the invariants every consumer of the table
+// relies on: ids, packages and tags follow one scheme, and no node kind,
+// trigger, auth kind or key belongs to two families.
+func TestTableShape(t *testing.T) {
+	key := regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$`)
+	owner := map[string]string{}
+	claim := func(what, name, id string) {
+		t.Helper()
+		if prev, dup := owner[what+" "+name]; dup {
+			t.Errorf("%s %q is in both %s and %s", what, name, prev, id)
+		}
+		owner[what+" "+name] = id
+	}
+	always := 0
+	for _, f := range catalog.Families {
+		if f.Package != catalog.PackagePrefix+f.ID {
+			t.Errorf("%s: package %q, want %q", f.ID, f.Package, catalog.PackagePrefix+f.ID)
+		}
+		if f.Tag != "kiln_"+f.ID {
+			t.Errorf("%s: tag %q, want kiln_%s", f.ID, f.Tag, f.ID)
+		}
+		if f.Description == "" || len(f.Keys) == 0 {
+			t.Errorf("%s: needs a description and at least one capability key", f.ID)
+		}
+		claim("family", f.ID, f.ID)
+		for _, k := range f.NodeKinds {
+			claim("node kind", k, f.ID)
+		}
+		for _, k := range f.Triggers {
+			claim("trigger", k, f.ID)
+		}
+		for _, k := range f.AuthKinds {
+			claim("auth kind", k, f.ID)
+		}
+		for _, k := range f.Keys {
+			claim("key", k, f.ID)
+			if !key.MatchString(k) {
+				t.Errorf("%s: key %q is not a dotted lower-case name", f.ID, k)
+			}
+		}
+		if f.Always {
+			always++
+		}
+	}
+	if always != 1 || catalog.Families[0].ID != "control" || !catalog.Families[0].Always {
+		t.Errorf("control must be the one always-linked family, first in the table")
+	}
+	want := []string{"control", "data", "fs", "env", "llm", "mcp", "http", "oidc", "httpclient", "shell", "compose", "cron", "interval", "fswatch", "event", "secrets"}
+	if got := catalog.IDs(); !reflect.DeepEqual(got, want) {
+		t.Errorf("families = %v, want exactly %v", got, want)
+	}
+}
+
+// TestCatalogMatchesRegistry links every family (capabilities/all with no
+// tags) and checks the node kinds the packages really register against
+// the table, both ways, including the family each kind says it is from.
+func TestCatalogMatchesRegistry(t *testing.T) {
+	registered := runtime.RegisteredNodeKinds()
+	if got, want := registered, catalog.NodeKinds(); !reflect.DeepEqual(got, want) {
+		t.Errorf("registered node kinds differ from the catalog\n registered: %v\n catalog:    %v\n missing from catalog: %v\n not registered: %v",
+			got, want, minus(got, want), minus(want, got))
+	}
+	for _, kind := range registered {
+		k, _ := runtime.LookupNode(kind)
+		id, ok := catalog.FamilyOfKind(kind)
+		if ok && k.Family != id {
+			t.Errorf("node kind %s registers family %q, catalog says %q", kind, k.Family, id)
+		}
+	}
+	for _, e := range runtime.Extensions() {
+		if _, ok := catalog.Lookup(e.Name); !ok {
+			t.Errorf("extension %q is not a catalog family", e.Name)
+		}
+	}
+	// Families that only serve triggers act through an extension.
+	ext := map[string]bool{}
+	for _, e := range runtime.Extensions() {
+		ext[e.Name] = true
+	}
+	for _, f := range catalog.Families {
+		if len(f.Triggers) > 0 && len(f.NodeKinds) == 0 && !ext[f.ID] {
+			t.Errorf("trigger family %s registers no extension", f.ID)
+		}
+	}
+}
+
+func minus(a, b []string) []string {
+	in := map[string]bool{}
+	for _, s := range b {
+		in[s] = true
+	}
+	var out []string
+	for _, s := range a {
+		if !in[s] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func TestUsed(t *testing.T) {
+	child := &workflow.Workflow{Name: "child", Nodes: []workflow.Node{{ID: "sh", Type: "shell_run"}}}
+	wf := &workflow.Workflow{
+		Name: "w",
+		Nodes: []workflow.Node{
+			{ID: "r", Type: "read_env"},
+			{ID: "t", Type: "template_render"},
+			{ID: "c", Type: "call", Workflow: "child.toml"},
+			{ID: "end", Type: "terminate"},
+		},
+		Triggers:   []workflow.Trigger{{Type: "cron"}, {Type: "mcp.resource.updated"}},
+		HTTPRoutes: []workflow.HTTPRoute{{Method: "POST", Path: "/a", Auth: "oidc:corp"}, {Method: "GET", Path: "/b", Auth: "none"}},
+		Secrets:    []workflow.Secret{{Name: "k", Source: "env", Var: "K"}},
+		Children:   map[string]*workflow.Workflow{"child.toml": child},
+	}
+	u, err := catalog.Used(wf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"control", "data", "env", "mcp", "http", "oidc", "shell", "compose", "cron", "secrets"}
+	if !reflect.DeepEqual(u.Families, want) {
+		t.Errorf("families = %v, want %v", u.Families, want)
+	}
+	if !reflect.DeepEqual(u.NodeKinds, []string{"call", "read_env", "shell_run", "template_render", "terminate"}) {
+		t.Errorf("kinds = %v", u.NodeKinds)
+	}
+	if !reflect.DeepEqual(u.AuthKinds, []string{"oidc"}) || !reflect.DeepEqual(u.Triggers, []string{"cron", "mcp.resource.updated"}) {
+		t.Errorf("auth = %v triggers = %v", u.AuthKinds, u.Triggers)
+	}
+	if got := strings.Join(u.Why["shell"], ";"); got != "child.toml: node sh (shell_run)" {
+		t.Errorf("why shell = %q", got)
+	}
+
+	// The smallest workflow still links control, and nothing else.
+	u, err = catalog.Used(&workflow.Workflow{Nodes: []workflow.Node{{ID: "end", Type: "terminate"}}})
+	if err != nil || !reflect.DeepEqual(u.Families, []string{"control"}) {
+		t.Errorf("minimal: %v %v", u, err)
+	}
+
+	// Unknown names fail closed, naming where they are used.
+	_, err = catalog.Used(&workflow.Workflow{
+		Nodes:      []workflow.Node{{ID: "x", Type: "teleport"}},
+		HTTPRoutes: []workflow.HTTPRoute{{Method: "GET", Path: "/", Auth: "kerberos:k"}},
+	})
+	if err == nil || !strings.Contains(err.Error(), `node x: node kind "teleport"`) || !strings.Contains(err.Error(), `route GET /: auth kind "kerberos"`) {
+		t.Errorf("unknown kinds: %v", err)
+	}
+}
+
+func TestTagsRoundTrip(t *testing.T) {
+	tags, err := catalog.Tags([]string{"fs", "control", "fs", "data"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(tags, []string{"kiln_custom", "kiln_control", "kiln_data", "kiln_fs"}) {
+		t.Errorf("tags = %v", tags)
+	}
+	if got := catalog.FamiliesOfTags(append(tags, "netgo")); !reflect.DeepEqual(got, []string{"control", "data", "fs"}) {
+		t.Errorf("families of tags = %v", got)
+	}
+	if _, err := catalog.Tags([]string{"teleport"}); err == nil || !strings.Contains(err.Error(), `"teleport"`) {
+		t.Errorf("unknown family: %v", err)
+	}
+	for _, c := range []struct {
+		pkg, id string
+		ok      bool
+	}{
+		{catalog.PackagePrefix + "llm", "llm", true},
+		{catalog.PackagePrefix + "llm/transport", "llm", true},
+		{catalog.PackagePrefix + "internal/fire", "", false},
+		{catalog.PackagePrefix + "catalog", "", false},
+		{"github.com/kilnworks/kiln/runtime", "", false},
+	} {
+		id, ok := catalog.FamilyOfPackage(c.pkg)
+		if id != c.id || ok != c.ok {
+			t.Errorf("FamilyOfPackage(%s) = %q %v", c.pkg, id, ok)
+		}
+	}
+	keys := catalog.KeysOf([]string{"fs", "httpclient"})
+	if !sort.StringsAreSorted(keys) || !reflect.DeepEqual(keys, []string{"tools.fs", "tools.http"}) {
+		t.Errorf("keys = %v", keys)
+	}
+}

@@ -1,0 +1,172 @@
+package catalog
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/kilnworks/kiln/runtime/workflow"
+)
+
+// Usage is what a workflow tree (the workflow and its child workflows)
+// asks of the catalog.
+type Usage struct {
+	// Families are the family ids the tree needs, in table order; control
+	// is always included.
+	Families []string
+	// NodeKinds, Triggers and AuthKinds are the distinct node kinds,
+	// trigger types and route auth kinds the tree uses, sorted.
+	NodeKinds []string
+	Triggers  []string
+	AuthKinds []string
+	// Why maps each family id to the first reasons it is needed (for
+	// messages and `kiln gen -v`), e.g. "node write (write_file)".
+	Why map[string][]string
+}
+
+// Used resolves the families a workflow tree needs: from its node kinds,
+// trigger types, HTTP routes and their auth kinds, and [[secrets]]
+// entries; child workflows are included. Anything the catalog does not
+// know (a node kind, trigger type or auth kind) is an error naming where it
+// is used: the generator must never guess a family.
+func Used(wf *workflow.Workflow) (*Usage, error) {
+	u := &usage{
+		families: map[string]bool{},
+		kinds:    map[string]bool{},
+		triggers: map[string]bool{},
+		auths:    map[string]bool{},
+		why:      map[string][]string{},
+		seen:     map[*workflow.Workflow]bool{},
+	}
+	for _, f := range Families {
+		if f.Always {
+			u.add(f.ID, "always linked")
+		}
+	}
+	u.walk(wf, "")
+	if len(u.errs) > 0 {
+		return nil, fmt.Errorf("%s", strings.Join(u.errs, "; "))
+	}
+	ids := make([]string, 0, len(u.families))
+	for id := range u.families {
+		ids = append(ids, id)
+	}
+	ids, err := Sort(ids)
+	if err != nil {
+		return nil, err
+	}
+	return &Usage{
+		Families:  ids,
+		NodeKinds: setList(u.kinds),
+		Triggers:  setList(u.triggers),
+		AuthKinds: setList(u.auths),
+		Why:       u.why,
+	}, nil
+}
+
+type usage struct {
+	families, kinds, triggers, auths map[string]bool
+	why                              map[string][]string
+	seen                             map[*workflow.Workflow]bool
+	errs                             []string
+}
+
+// maxWhy bounds the reasons kept per family; the first few explain enough.
+const maxWhy = 3
+
+func (u *usage) add(id, reason string) {
+	u.families[id] = true
+	if len(u.why[id]) < maxWhy {
+		u.why[id] = append(u.why[id], reason)
+	}
+}
+
+func (u *usage) fail(where, format string, args ...any) {
+	u.errs = append(u.errs, where+fmt.Sprintf(format, args...))
+}
+
+// walk visits wf and its children once each; where prefixes messages about
+// a child workflow with its declared path.
+func (u *usage) walk(wf *workflow.Workflow, where string) {
+	if wf == nil || u.seen[wf] {
+		return
+	}
+	u.seen[wf] = true
+	for _, n := range wf.Nodes {
+		id, ok := FamilyOfKind(n.Type)
+		if !ok {
+			u.fail(where, "node %s: node kind %q is not in the capability catalog", n.ID, n.Type)
+			continue
+		}
+		u.kinds[n.Type] = true
+		u.add(id, fmt.Sprintf("%snode %s (%s)", where, n.ID, n.Type))
+	}
+	for i, t := range wf.Triggers {
+		id, ok := FamilyOfTrigger(t.Type)
+		if !ok {
+			u.fail(where, "triggers[%d]: trigger type %q is not in the capability catalog", i, t.Type)
+			continue
+		}
+		u.triggers[t.Type] = true
+		u.add(id, fmt.Sprintf("%strigger %s", where, t.Type))
+	}
+	for _, r := range wf.HTTPRoutes {
+		route := r.Method + " " + r.Path
+		for _, f := range Families {
+			if f.Routes {
+				u.add(f.ID, where+"route "+route)
+			}
+		}
+		kind, _, _ := strings.Cut(r.Auth, ":")
+		if kind == "" || kind == "none" {
+			continue
+		}
+		id, ok := FamilyOfAuth(kind)
+		if !ok {
+			u.fail(where, "route %s: auth kind %q is not in the capability catalog", route, kind)
+			continue
+		}
+		u.auths[kind] = true
+		u.add(id, fmt.Sprintf("%sroute %s (auth %s)", where, route, kind))
+	}
+	if len(wf.Secrets) > 0 {
+		for _, f := range Families {
+			if f.Secrets {
+				u.add(f.ID, where+"[[secrets]]")
+			}
+		}
+	}
+	for _, path := range sortedKeys(wf.Children) {
+		u.walk(wf.Children[path], where+path+": ")
+	}
+}
+
+func setList(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// KeysOf returns the capability keys the given families provide, sorted.
+func KeysOf(families []string) []string {
+	var out []string
+	for _, id := range families {
+		if f, ok := byID[id]; ok {
+			out = append(out, f.Keys...)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,241 @@
+// Package compose is the composition family: call, parallel and map run
+// child workflows on the parent's engine, policy, counters, budgets and
+// deadline (runtime.Run.RunChild), one nesting level deeper.
+//
+// Children are loaded and validated at load time (wf.Children) and compiled
+// into Program.Children, so nothing is read from disk at run time. A child
+// that completes yields {result}; one that fails or times out yields
+// {error} on the "error" branch; an engine error inside a child (policy
+// denial, tool error, nested pause, depth cap) aborts the parent run.
+package compose
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/runtime/workflow"
+)
+
+// DefaultMaxConcurrent is map's wave size when max_concurrent is unset.
+const DefaultMaxConcurrent = 4
+
+func init() {
+	runtime.RegisterNode(runtime.NodeKind{Kind: "call", Family: "compose", Prepare: prepareCall})
+	runtime.RegisterNode(runtime.NodeKind{Kind: "parallel", Family: "compose", Prepare: prepareParallel})
+	runtime.RegisterNode(runtime.NodeKind{Kind: "map", Family: "compose", Prepare: prepareMap})
+}
+
+// target is one resolved child: its program and start name.
+type target struct {
+	path  string
+	prog  *runtime.Program
+	start string
+}
+
+// resolveChild finds the compiled child and checks its start at load time.
+func resolveChild(p *runtime.Program, path, start string) (target, error) {
+	if path == "" {
+		return target{}, fmt.Errorf("workflow is required")
+	}
+	child, ok := p.Child(path)
+	if !ok {
+		return target{}, fmt.Errorf("child workflow %q was not loaded with its parent", path)
+	}
+	if _, err := child.Entry(start); err != nil {
+		return target{}, fmt.Errorf("child workflow %q: %v", path, err)
+	}
+	return target{path: path, prog: child, start: start}, nil
+}
+
+// childValue is the {result} / {error} object of one child run. A child
+// engine error (errored) is returned as err instead: it aborts the parent.
+func childValue(c *runtime.Call, t target, out *runtime.Outcome) (map[string]any, bool, error) {
+	switch out.Status {
+	case runtime.StatusCompleted:
+		return map[string]any{"result": out.FinalValue}, true, nil
+	case runtime.StatusFailed:
+		return map[string]any{"error": out.Reason}, false, nil
+	case runtime.StatusTimedOut:
+		return map[string]any{"error": fmt.Sprintf("child workflow %s timed out after %d ms", t.path, out.ElapsedMS)}, false, nil
+	}
+	// Keep the child's class (budget, capability, ...) except policy: the
+	// child already counted and audited its denial, and the engine would
+	// count it again for the parent.
+	class := runtime.ClassWorkflow
+	if out.Err != nil && out.Err.Class != runtime.ClassPolicy {
+		class = out.Err.Class
+	}
+	// The cause is not wrapped: the engine would unwrap a policy denial
+	// from it and count it a second time.
+	e := c.Errorf(class, "child workflow %s: %s", t.path, out.Reason)
+	if out.Err != nil {
+		e.Target = out.Err.Target
+	}
+	return nil, false, e
+}
+
+func prepareCall(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) {
+	t, err := resolveChild(p, n.Workflow, n.Start)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, c *runtime.Call) (runtime.Result, error) {
+		input := inputOf(c, c.Node.InputFrom)
+		out, _ := c.Run.RunChild(ctx, t.prog, t.start, input)
+		if err := deadline(ctx, c); err != nil {
+			return runtime.Result{}, err
+		}
+		v, ok, err := childValue(c, t, out)
+		if err != nil {
+			return runtime.Result{}, err
+		}
+		if !ok {
+			return runtime.NextBranch(v, "error"), nil
+		}
+		return runtime.Next(v), nil
+	}, nil
+}
+
+// inputOf resolves a child's trigger input: input_from when set, else the
+// parent's trigger payload (a copy: children share nothing mutable).
+func inputOf(c *runtime.Call, from string) any {
+	if from != "" {
+		return c.From(from)
+	}
+	trig := c.Run.Trigger()
+	cp := make(map[string]any, len(trig))
+	for k, v := range trig {
+		if k != "kind" {
+			cp[k] = v
+		}
+	}
+	return cp
+}
+
+func prepareParallel(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) {
+	if len(n.Branches) == 0 {
+		return nil, fmt.Errorf("branches must declare at least one child workflow")
+	}
+	targets := make([]target, len(n.Branches))
+	for i, b := range n.Branches {
+		t, err := resolveChild(p, b.Workflow, b.Start)
+		if err != nil {
+			return nil, fmt.Errorf("branches[%d]: %v", i, err)
+		}
+		targets[i] = t
+	}
+	return func(ctx context.Context, c *runtime.Call) (runtime.Result, error) {
+		// Inputs are resolved before any goroutine starts.
+		jobs := make([]job, len(targets))
+		for i, t := range targets {
+			jobs[i] = job{t: t, input: inputOf(c, c.Node.Branches[i].InputFrom)}
+		}
+		return fanOut(ctx, c, jobs, len(jobs))
+	}, nil
+}
+
+func prepareMap(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) {
+	t, err := resolveChild(p, n.Workflow, n.Start)
+	if err != nil {
+		return nil, err
+	}
+	if n.ItemsFrom == "" {
+		return nil, fmt.Errorf("items_from is required")
+	}
+	if n.MaxItems == nil || *n.MaxItems < 1 {
+		return nil, fmt.Errorf("max_items is required and must be >= 1 (the bound is the point)")
+	}
+	maxItems := *n.MaxItems
+	wave := DefaultMaxConcurrent
+	if n.MaxConcurrent != nil {
+		if *n.MaxConcurrent < 1 {
+			return nil, fmt.Errorf("max_concurrent must be >= 1, got %d", *n.MaxConcurrent)
+		}
+		wave = *n.MaxConcurrent
+	}
+	return func(ctx context.Context, c *runtime.Call) (runtime.Result, error) {
+		v, found := c.Lookup(c.Node.ItemsFrom)
+		items, ok := v.([]any)
+		if !ok {
+			what := "nothing"
+			if found {
+				what = runtime.TypeName(v)
+			}
+			return runtime.Result{}, c.Errorf(runtime.ClassWorkflow,
+				"items_from %q must resolve to a JSON array, got %s", c.Node.ItemsFrom, what)
+		}
+		if len(items) > maxItems {
+			return runtime.Result{}, c.Errorf(runtime.ClassWorkflow,
+				"%d items exceed max_items = %d; raise max_items deliberately or shrink the input (map never truncates)",
+				len(items), maxItems)
+		}
+		jobs := make([]job, len(items))
+		for i, it := range items {
+			jobs[i] = job{t: t, input: it}
+		}
+		return fanOut(ctx, c, jobs, wave)
+	}, nil
+}
+
+type job struct {
+	t     target
+	input any
+}
+
+// fanOut runs jobs in waves of at most wave goroutines and joins the
+// results in job order: {results:[{result}|{error}], ok}, branch "error"
+// when any child did not complete. The first child engine error in job
+// order aborts the parent after its wave has finished.
+func fanOut(ctx context.Context, c *runtime.Call, jobs []job, wave int) (runtime.Result, error) {
+	results := make([]any, len(jobs))
+	allOK := true
+	for lo := 0; lo < len(jobs); lo += wave {
+		if err := ctx.Err(); err != nil {
+			return runtime.Result{}, c.Errorf(runtime.ClassTimeout, "run deadline reached after %d of %d children", lo, len(jobs))
+		}
+		hi := min(lo+wave, len(jobs))
+		outs := make([]*runtime.Outcome, hi-lo)
+		var wg sync.WaitGroup
+		for i := lo; i < hi; i++ {
+			wg.Go(func() {
+				outs[i-lo], _ = c.Run.RunChild(ctx, jobs[i].t.prog, jobs[i].t.start, jobs[i].input)
+			})
+		}
+		wg.Wait()
+		if err := deadline(ctx, c); err != nil {
+			return runtime.Result{}, err
+		}
+		for i, out := range outs {
+			v, ok, err := childValue(c, jobs[lo+i].t, out)
+			if err != nil {
+				return runtime.Result{}, err
+			}
+			allOK = allOK && ok
+			results[lo+i] = v
+		}
+	}
+	val := map[string]any{"results": results, "ok": allOK}
+	if !allOK {
+		return runtime.NextBranch(val, "error"), nil
+	}
+	return runtime.Next(val), nil
+}
+
+// deadline turns the shared run deadline passing during the children into
+// a timeout of the parent, so a dead-end after the node cannot report it
+// as completed.
+func deadline(ctx context.Context, c *runtime.Call) error {
+	now := time.Now
+	if c.Run.Engine.Now != nil {
+		now = c.Run.Engine.Now
+	}
+	// The context's timer may lag the wall clock the engine checks.
+	passed := !c.Run.Deadline.IsZero() && !now().Before(c.Run.Deadline)
+	if ctx.Err() == nil && !passed {
+		return nil
+	}
+	return c.Errorf(runtime.ClassTimeout, "run deadline reached while child workflows ran")
+}

@@ -1,0 +1,124 @@
+// Package control is the capability family of the traversal nodes:
+// condition, switch, merge, fail, terminate, respond and pause_for_approval
+// (WORKFLOW-FORMAT §2). They have no side effects and need no policy;
+// dry-run runs them normally.
+package control
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/runtime/workflow"
+)
+
+// Family is the capability family id of this package.
+const Family = "control"
+
+func init() {
+	for _, k := range []runtime.NodeKind{
+		{Kind: "condition", Family: Family, Prepare: prepareCondition},
+		{Kind: "switch", Family: Family, Prepare: prepareSwitch},
+		{Kind: "merge", Family: Family, Prepare: prepareMerge},
+		{Kind: "fail", Family: Family, Prepare: prepareFail},
+		{Kind: "terminate", Family: Family, Prepare: prepareTerminate},
+		{Kind: "respond", Family: Family, Prepare: prepareRespond},
+		{Kind: "pause_for_approval", Family: Family, Prepare: preparePause},
+	} {
+		runtime.RegisterNode(k)
+	}
+}
+
+// condition: {value} on branch "true" or "false" by JSON truthiness.
+func prepareCondition(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, error) {
+	if n.Expr == "" {
+		return nil, fmt.Errorf("missing required key expr (a dotted context path)")
+	}
+	expr := n.Expr
+	return func(_ context.Context, c *runtime.Call) (runtime.Result, error) {
+		v := c.From(expr)
+		branch := "false"
+		if runtime.Truthy(v) {
+			branch = "true"
+		}
+		return runtime.NextBranch(map[string]any{"value": v}, branch), nil
+	}, nil
+}
+
+// switch: {value} on the branch named by the value's string form.
+func prepareSwitch(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, error) {
+	if n.Expr == "" {
+		return nil, fmt.Errorf("missing required key expr (a dotted context path)")
+	}
+	expr := n.Expr
+	return func(_ context.Context, c *runtime.Call) (runtime.Result, error) {
+		v := c.From(expr)
+		return runtime.NextBranch(map[string]any{"value": v}, runtime.SwitchLabel(v)), nil
+	}, nil
+}
+
+// merge: a pass-through join; its output is null.
+func prepareMerge(*workflow.Node, *runtime.Program) (runtime.NodeFunc, error) {
+	return func(context.Context, *runtime.Call) (runtime.Result, error) {
+		return runtime.Next(nil), nil
+	}, nil
+}
+
+// fail: the run ends Failed with the declared reason.
+func prepareFail(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, error) {
+	reason := n.Reason
+	if reason == "" {
+		reason = "workflow failed"
+	}
+	return func(context.Context, *runtime.Call) (runtime.Result, error) {
+		return runtime.Result{Action: runtime.Fail, Reason: reason}, nil
+	}, nil
+}
+
+// terminate: the run ends Completed with final_value null.
+func prepareTerminate(*workflow.Node, *runtime.Program) (runtime.NodeFunc, error) {
+	return func(context.Context, *runtime.Call) (runtime.Result, error) {
+		return runtime.Result{Action: runtime.Terminate}, nil
+	}, nil
+}
+
+// pause_for_approval: the engine writes a checkpoint (needs a state
+// directory) and the run ends Paused.
+func preparePause(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, error) {
+	reason := n.Reason
+	return func(context.Context, *runtime.Call) (runtime.Result, error) {
+		return runtime.Result{Action: runtime.Pause, Reason: reason}, nil
+	}, nil
+}
+
+// respond: declares the HTTP reply of the run; the last respond on the path
+// wins. The body template renders against input_from, else the trigger.
+func prepareRespond(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, error) {
+	status := 200
+	if n.Status != nil {
+		status = *n.Status
+	}
+	if status < 100 || status > 599 {
+		return nil, fmt.Errorf("status %d out of range 100..599", status)
+	}
+	contentType := n.ContentType
+	if contentType == "" {
+		contentType = "application/json"
+	}
+	if strings.ContainsAny(contentType, "\r\n") {
+		return nil, fmt.Errorf("content_type contains a line break")
+	}
+	tmpl, inputFrom := n.BodyTemplate, n.InputFrom
+	return func(_ context.Context, c *runtime.Call) (runtime.Result, error) {
+		var input any = c.Run.Trigger()
+		if inputFrom != "" {
+			input = c.From(inputFrom)
+		}
+		body := runtime.Render(tmpl, input, c.Run)
+		return runtime.Result{
+			Value:   map[string]any{"status": status, "content_type": contentType, "bytes": len(body)},
+			Respond: &runtime.HTTPResponse{Status: status, ContentType: contentType, Body: body},
+		}, nil
+	}, nil
+}

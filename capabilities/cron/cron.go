@@ -1,0 +1,150 @@
+// Package cron is the cron trigger family: each [[triggers]] entry of type
+// "cron" becomes a serve-mode listener that starts a run at every time its
+// schedule matches, one run at a time (a tick while the previous run is in
+// flight is skipped and audited as cron.skipped).
+//
+// Schedules are parsed by robfig/cron/v3: 5 fields (minute hour
+// day-of-month month day-of-week), 6 fields (seconds first, as in the
+// reference's examples), or a descriptor such as @hourly; local time zone
+// unless the expression starts with CRON_TZ=Zone.
+package cron
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	robfig "github.com/robfig/cron/v3"
+
+	"github.com/kilnworks/kiln/capabilities/internal/fire"
+	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/runtime/workflow"
+)
+
+func init() {
+	runtime.RegisterExtension(runtime.Extension{
+		Name:      "cron",
+		Setup:     setup,
+		Listeners: listeners,
+	})
+}
+
+var (
+	fiveField = robfig.NewParser(robfig.Minute | robfig.Hour | robfig.Dom | robfig.Month | robfig.Dow | robfig.Descriptor)
+	sixField  = robfig.NewParser(robfig.Second | robfig.Minute | robfig.Hour | robfig.Dom | robfig.Month | robfig.Dow | robfig.Descriptor)
+)
+
+// ParseSchedule parses a 5- or 6-field cron expression or a descriptor.
+func ParseSchedule(expr string) (robfig.Schedule, error) {
+	body := strings.TrimSpace(expr)
+	if strings.HasPrefix(body, "CRON_TZ=") || strings.HasPrefix(body, "TZ=") {
+		_, body, _ = strings.Cut(body, " ")
+	}
+	var (
+		s   robfig.Schedule
+		err error
+	)
+	switch n := len(strings.Fields(body)); {
+	case strings.HasPrefix(body, "@"):
+		s, err = fiveField.Parse(expr)
+	case n == 5:
+		s, err = fiveField.Parse(expr)
+	case n == 6:
+		s, err = sixField.Parse(expr)
+	default:
+		return nil, fmt.Errorf("cron schedule %q has %d fields; want 5 (minute hour day-of-month month day-of-week) or 6 (seconds first)", expr, n)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cron schedule %q: %v", expr, err)
+	}
+	return s, nil
+}
+
+// Validate checks every cron trigger of wf (schedule and start node), so a
+// bad expression stops start-up instead of never firing.
+func Validate(wf *workflow.Workflow) error {
+	for i, t := range wf.Triggers {
+		if t.Type != "cron" {
+			continue
+		}
+		if _, err := ParseSchedule(t.Schedule); err != nil {
+			return fmt.Errorf("triggers[%d] (cron): %v", i, err)
+		}
+	}
+	return nil
+}
+
+func setup(ctx context.Context, h *runtime.Host) error {
+	return Validate(h.Program.Workflow)
+}
+
+func listeners(h *runtime.Host) ([]runtime.Listener, error) {
+	var out []runtime.Listener
+	for i, t := range h.Program.Workflow.Triggers {
+		if t.Type != "cron" {
+			continue
+		}
+		l, err := NewListener(h, i, t, nil)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// Listener fires one cron trigger.
+type Listener struct {
+	gate     *fire.Gate
+	schedule robfig.Schedule
+	expr     string
+}
+
+// NewListener builds the listener of triggers[index]; clock nil is the
+// wall clock.
+func NewListener(h *runtime.Host, index int, t workflow.Trigger, clock fire.Clock) (*Listener, error) {
+	s, err := ParseSchedule(t.Schedule)
+	if err != nil {
+		return nil, fmt.Errorf("triggers[%d] (cron): %v", index, err)
+	}
+	if _, err := h.Program.Entry(t.StartNode); err != nil {
+		return nil, fmt.Errorf("triggers[%d] (cron): start_node %q: %v", index, t.StartNode, err)
+	}
+	name := fmt.Sprintf("cron[%d] %s", index, t.Schedule)
+	return &Listener{
+		gate:     &fire.Gate{Host: h, Prefix: "cron", Name: name, StartNode: t.StartNode, Clock: clock},
+		schedule: s,
+		expr:     t.Schedule,
+	}, nil
+}
+
+func (l *Listener) Name() string { return l.gate.Name }
+
+// Serve fires at every scheduled time until ctx ends, then waits for the
+// in-flight run.
+func (l *Listener) Serve(ctx context.Context) error {
+	defer l.gate.Wait()
+	last := l.gate.Now()
+	for {
+		// Never compute from before the last fire, so a timer that wakes a
+		// hair early cannot fire the same slot twice.
+		from := l.gate.Now()
+		if from.Before(last) {
+			from = last
+		}
+		next := l.schedule.Next(from)
+		if next.IsZero() {
+			return fmt.Errorf("%s: schedule never fires", l.Name())
+		}
+		if !l.gate.Sleep(ctx, next.Sub(l.gate.Now())) {
+			return nil
+		}
+		last = next
+		l.gate.Fire(ctx, map[string]any{
+			"type":             "cron",
+			"schedule":         l.expr,
+			"fired_at_unix_ms": l.gate.Now().UnixMilli(),
+			"tick":             l.gate.NextTick(),
+		})
+	}
+}

@@ -1,0 +1,95 @@
+// Package data is the capability family of the pure transformation nodes:
+// parse_json, json_select, template_render and diff_compute
+// (WORKFLOW-FORMAT §2). They have no side effects and need no policy;
+// dry-run runs them normally.
+package data
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/runtime/workflow"
+)
+
+// Family is the capability family id of this package.
+const Family = "data"
+
+func init() {
+	for _, k := range []runtime.NodeKind{
+		{Kind: "parse_json", Family: Family, Prepare: prepareParseJSON},
+		{Kind: "json_select", Family: Family, Prepare: prepareJSONSelect},
+		{Kind: "template_render", Family: Family, Prepare: prepareTemplateRender},
+		{Kind: "diff_compute", Family: Family, Prepare: prepareDiffCompute},
+	} {
+		runtime.RegisterNode(k)
+	}
+}
+
+func required(key, value string) error {
+	if value == "" {
+		return fmt.Errorf("missing required key %s (a dotted context path)", key)
+	}
+	return nil
+}
+
+// parse_json: {parsed}; the input must be a string holding one JSON value.
+func prepareParseJSON(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, error) {
+	if err := required("input_from", n.InputFrom); err != nil {
+		return nil, err
+	}
+	from := n.InputFrom
+	return func(_ context.Context, c *runtime.Call) (runtime.Result, error) {
+		text, err := c.FromString("input_from", from)
+		if err != nil {
+			return runtime.Result{}, err
+		}
+		v, err := runtime.DecodeJSON([]byte(text))
+		if err != nil {
+			return runtime.Result{}, c.Errorf(runtime.ClassTool, "input_from %q is not valid JSON: %v", from, err)
+		}
+		return runtime.Next(map[string]any{"parsed": v}), nil
+	}, nil
+}
+
+// json_select: {value, found}, a dotted walk inside the input value.
+func prepareJSONSelect(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, error) {
+	if err := required("input_from", n.InputFrom); err != nil {
+		return nil, err
+	}
+	if n.Path == "" {
+		return nil, fmt.Errorf("missing required key path")
+	}
+	from, path := n.InputFrom, n.Path
+	return func(_ context.Context, c *runtime.Call) (runtime.Result, error) {
+		v, found := runtime.Lookup(c.From(from), path)
+		return runtime.Next(map[string]any{"value": v, "found": found}), nil
+	}, nil
+}
+
+// template_render: {rendered}. Markers resolve against input_from first and
+// then against the whole context; a marker that resolves nowhere stays.
+func prepareTemplateRender(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, error) {
+	tmpl, from := n.Template, n.InputFrom
+	return func(_ context.Context, c *runtime.Call) (runtime.Result, error) {
+		var input any
+		if from != "" {
+			input = c.From(from)
+		}
+		return runtime.Next(map[string]any{"rendered": runtime.Render(tmpl, input, c.Run)}), nil
+	}, nil
+}
+
+// diff_compute: {added, removed, changed, unchanged} between two values.
+func prepareDiffCompute(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, error) {
+	if err := required("left_from", n.LeftFrom); err != nil {
+		return nil, err
+	}
+	if err := required("right_from", n.RightFrom); err != nil {
+		return nil, err
+	}
+	left, right := n.LeftFrom, n.RightFrom
+	return func(_ context.Context, c *runtime.Call) (runtime.Result, error) {
+		return runtime.Next(Diff(c.From(left), c.From(right))), nil
+	}, nil
+}

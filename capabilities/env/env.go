@@ -1,0 +1,39 @@
+// Package env is the capability family of read_env (WORKFLOW-FORMAT §2):
+// it reads one environment variable, named literally in the workflow, after
+// the policy's env.read check. Reading is not a side effect, so dry-run
+// reads too.
+package env
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/runtime/workflow"
+)
+
+// Family is the capability family id of this package.
+const Family = "env"
+
+func init() {
+	runtime.RegisterNode(runtime.NodeKind{Kind: "read_env", Family: Family, Prepare: prepareReadEnv})
+}
+
+// read_env: {key, value}; unset: {key, value: null, missing: true}.
+func prepareReadEnv(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, error) {
+	if n.Key == "" {
+		return nil, fmt.Errorf("missing required key key (the literal variable name)")
+	}
+	key := n.Key
+	return func(_ context.Context, c *runtime.Call) (runtime.Result, error) {
+		if err := c.Run.Policy().EnvRead(key); err != nil {
+			return runtime.Result{}, err
+		}
+		v, ok := os.LookupEnv(key)
+		if !ok {
+			return runtime.Next(map[string]any{"key": key, "value": nil, "missing": true}), nil
+		}
+		return runtime.Next(map[string]any{"key": key, "value": v}), nil
+	}, nil
+}

@@ -1,0 +1,155 @@
+// Package fs is the capability family of the local file nodes: read_file,
+// write_file and create_dir (WORKFLOW-FORMAT §2). Every path goes through
+// the run's policy first (fs.read or fs.write): the check cleans the path,
+// refuses "..", resolves symlinks of the existing part, and the handlers
+// then use the resolved path. Dry-run checks the policy and returns a
+// placeholder with dry_run: true instead of touching the disk.
+package fs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	iofs "io/fs"
+	"os"
+	"path/filepath"
+	"unicode/utf8"
+
+	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/runtime/workflow"
+)
+
+// Family is the capability family id of this package.
+const Family = "fs"
+
+func init() {
+	for _, k := range []runtime.NodeKind{
+		{Kind: "read_file", Family: Family, Prepare: prepareReadFile, SideEffect: true},
+		{Kind: "write_file", Family: Family, Prepare: prepareWriteFile, SideEffect: true},
+		{Kind: "create_dir", Family: Family, Prepare: prepareCreateDir, SideEffect: true},
+	} {
+		runtime.RegisterNode(k)
+	}
+}
+
+func required(key, value string) error {
+	if value == "" {
+		return fmt.Errorf("missing required key %s (a dotted context path)", key)
+	}
+	return nil
+}
+
+// read_file: {path, content, bytes} of a UTF-8 file.
+func prepareReadFile(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, error) {
+	if err := required("path_from", n.PathFrom); err != nil {
+		return nil, err
+	}
+	from := n.PathFrom
+	return func(_ context.Context, c *runtime.Call) (runtime.Result, error) {
+		path, err := c.FromString("path_from", from)
+		if err != nil {
+			return runtime.Result{}, err
+		}
+		resolved, err := c.Run.Policy().FSRead(path)
+		if err != nil {
+			return runtime.Result{}, err
+		}
+		if c.DryRun() {
+			return runtime.Next(map[string]any{"path": resolved, "dry_run": true}), nil
+		}
+		data, err := os.ReadFile(resolved)
+		if err != nil {
+			return runtime.Result{}, c.Errorf(runtime.ClassTool, "read %s: %v", resolved, unwrapPathError(err))
+		}
+		if !utf8.Valid(data) {
+			return runtime.Result{}, c.Errorf(runtime.ClassTool, "read %s: not UTF-8 text", resolved)
+		}
+		return runtime.Next(map[string]any{"path": resolved, "content": string(data), "bytes": len(data)}), nil
+	}, nil
+}
+
+// write_file: {path, bytes, written: true}. Strings are written as they
+// are, any other value JSON-encoded; parent directories are created; the
+// file is replaced atomically (temp file + rename), keeping the mode of an
+// existing file.
+func prepareWriteFile(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, error) {
+	if err := required("path_from", n.PathFrom); err != nil {
+		return nil, err
+	}
+	if err := required("content_from", n.ContentFrom); err != nil {
+		return nil, err
+	}
+	pathFrom, contentFrom := n.PathFrom, n.ContentFrom
+	return func(_ context.Context, c *runtime.Call) (runtime.Result, error) {
+		path, err := c.FromString("path_from", pathFrom)
+		if err != nil {
+			return runtime.Result{}, err
+		}
+		v, ok := c.Lookup(contentFrom)
+		if !ok {
+			return runtime.Result{}, c.Errorf(runtime.ClassTool, "content_from %q did not resolve to a value", contentFrom)
+		}
+		var data []byte
+		if s, isString := v.(string); isString {
+			data = []byte(s)
+		} else if data, err = runtime.EncodeJSON(v); err != nil {
+			return runtime.Result{}, c.Errorf(runtime.ClassTool, "encode content: %v", err)
+		}
+		resolved, err := c.Run.Policy().FSWrite(path)
+		if err != nil {
+			return runtime.Result{}, err
+		}
+		if c.DryRun() {
+			return runtime.Next(map[string]any{"path": resolved, "bytes": len(data), "dry_run": true}), nil
+		}
+		perm := os.FileMode(0o644)
+		if fi, err := os.Stat(resolved); err == nil {
+			if fi.IsDir() {
+				return runtime.Result{}, c.Errorf(runtime.ClassTool, "write %s: is a directory", resolved)
+			}
+			perm = fi.Mode().Perm()
+		}
+		if err := c.Run.AddFSWrite(int64(len(data))); err != nil {
+			return runtime.Result{}, err
+		}
+		if err := runtime.WriteFileAtomic(resolved, data, perm); err != nil {
+			return runtime.Result{}, c.Errorf(runtime.ClassTool, "write %s: %v", resolved, unwrapPathError(err))
+		}
+		return runtime.Next(map[string]any{"path": resolved, "bytes": len(data), "written": true}), nil
+	}, nil
+}
+
+// create_dir: {path, created: true}; mkdir -p, idempotent.
+func prepareCreateDir(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, error) {
+	if err := required("path_from", n.PathFrom); err != nil {
+		return nil, err
+	}
+	from := n.PathFrom
+	return func(_ context.Context, c *runtime.Call) (runtime.Result, error) {
+		path, err := c.FromString("path_from", from)
+		if err != nil {
+			return runtime.Result{}, err
+		}
+		resolved, err := c.Run.Policy().FSWrite(path)
+		if err != nil {
+			return runtime.Result{}, err
+		}
+		if c.DryRun() {
+			return runtime.Next(map[string]any{"path": resolved, "dry_run": true}), nil
+		}
+		if err := os.MkdirAll(resolved, 0o755); err != nil {
+			return runtime.Result{}, c.Errorf(runtime.ClassTool, "create %s: %v", resolved, unwrapPathError(err))
+		}
+		return runtime.Next(map[string]any{"path": resolved, "created": true}), nil
+	}, nil
+}
+
+// unwrapPathError drops the op and path of a *PathError: the message
+// already names the path.
+func unwrapPathError(err error) error {
+	var pe *iofs.PathError
+	if errors.As(err, &pe) && filepath.IsAbs(pe.Path) {
+		return pe.Err
+	}
+	return err
+}

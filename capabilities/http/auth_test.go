@@ -1,0 +1,214 @@
+package http
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kilnworks/kiln/runtime"
+)
+
+func TestBearer(t *testing.T) {
+	t.Setenv("OPS_TOKENS", "tok-alpha-1111\n\n  tok-beta-2222  \n")
+	src := wf("echo", `auth = "bearer:ops"
+[[http_routes]]
+method = "POST"
+path = "/vault"
+start_node = "main"
+auth = "bearer"
+[auth.bearer.ops]
+tokens_env = "OPS_TOKENS"
+[auth.bearer.default]
+tokens_secret = "VAULT_TOKEN"
+`)
+	services := &runtime.Services{Secret: func(name string) (string, error) {
+		if name == "VAULT_TOKEN" {
+			return "vault-token-3333", nil
+		}
+		return "", errors.New("no such secret")
+	}}
+	ts := start(t, src, setup{services: services})
+	for _, tok := range []string{"tok-alpha-1111", "tok-beta-2222"} {
+		r := ts.do(t, "POST", "/hook", `{}`, "Authorization", "Bearer "+tok).expect(t, 200)
+		if r.at("final_value.trigger.principal.kind") != "bearer" || r.at("final_value.trigger.principal.name") != "ops" {
+			t.Fatalf("principal: %s", r.body)
+		}
+	}
+	ts.do(t, "POST", "/vault", `{}`, "Authorization", "Bearer vault-token-3333").expect(t, 200)
+	denied := []struct{ auth, detail string }{
+		{"", "missing bearer token"},
+		{"Bearer tok-alpha-111", "not accepted"},
+		{"Bearer tok-alpha-11111", "not accepted"},
+		{"Bearer vault-token-3333", "not accepted"}, // another binding's token
+		{"Basic dG9rLWFscGhhLTExMTE=", "missing bearer token"},
+		{"Bearer", "missing bearer token"},
+	}
+	for _, d := range denied {
+		r := ts.do(t, "POST", "/hook", `{}`, "Authorization", d.auth).expect(t, 401)
+		if r.json["error"] != "unauthorized" || !strings.Contains(r.json["detail"].(string), d.detail) {
+			t.Fatalf("%q: body %s", d.auth, r.body)
+		}
+	}
+	audit := ts.Audit.String()
+	if strings.Count(audit, `"msg":"http.auth_denied"`) != len(denied) {
+		t.Fatalf("auth_denied events:\n%s", audit)
+	}
+	for _, secret := range []string{"tok-alpha", "tok-beta", "vault-token"} {
+		if strings.Contains(audit, secret) {
+			t.Fatalf("audit log leaks %q:\n%s", secret, audit)
+		}
+	}
+}
+
+func TestBasic(t *testing.T) {
+	t.Setenv("TWILIO_CREDS", "twilio:s3cret-pass1\nother:pw2")
+	ts := start(t, wf("echo", `auth = "basic:twilio"
+[auth.basic.twilio]
+credentials_env = "TWILIO_CREDS"
+`), setup{})
+	enc := func(s string) string { return "Basic " + base64.StdEncoding.EncodeToString([]byte(s)) }
+	r := ts.do(t, "POST", "/hook", `{}`, "Authorization", enc("twilio:s3cret-pass1")).expect(t, 200)
+	if r.at("final_value.trigger.principal.kind") != "basic" || r.at("final_value.trigger.principal.name") != "twilio" {
+		t.Fatalf("principal: %s", r.body)
+	}
+	// Credentials may also ride the URL.
+	req := mustRequest(t, "POST", ts.URL+"/hook", `{}`)
+	req.SetBasicAuth("other", "pw2")
+	r = ts.send(t, req).expect(t, 200)
+	if r.at("final_value.trigger.principal.name") != "other" {
+		t.Fatalf("principal: %s", r.body)
+	}
+	for _, bad := range []string{
+		enc("twilio:wrong"),
+		enc("other:s3cret-pass1"), // a password of another user
+		"Basic " + strings.TrimRight(base64.StdEncoding.EncodeToString([]byte("twilio:s3cret-pass1")), "="), // unpadded
+		"Basic " + base64.URLEncoding.EncodeToString([]byte("twilio:s3cret-pass1?>")),                       // wrong alphabet
+		enc("twilio"),
+		"Bearer x",
+	} {
+		ts.do(t, "POST", "/hook", `{}`, "Authorization", bad).expect(t, 401)
+	}
+	if strings.Contains(ts.Audit.String(), "s3cret") {
+		t.Fatal("audit log leaks the password")
+	}
+}
+
+func sign(secret, payload string) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte(payload))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+func TestHMAC(t *testing.T) {
+	t.Setenv("GH_SECRET", "gh-webhook-secret")
+	src := wf("echo", `auth = "hmac:github"
+[[http_routes]]
+method = "POST"
+path = "/stamped"
+start_node = "main"
+auth = "hmac:stripe"
+[auth.hmac.github]
+secret_env = "GH_SECRET"
+header = "X-Hub-Signature-256"
+[auth.hmac.stripe]
+secret = "stripe-secret"
+header = "X-Sig"
+prefix = ""
+timestamp_header = "X-Timestamp"
+tolerance_secs = 60
+`)
+	ts := start(t, src, setup{})
+	body := `{"action":"opened"}`
+	good := "sha256=" + sign("gh-webhook-secret", body)
+	r := ts.do(t, "POST", "/hook", body, "X-Hub-Signature-256", good).expect(t, 200)
+	if r.at("final_value.trigger.principal.kind") != "hmac" || r.at("final_value.trigger.principal.name") != "github" {
+		t.Fatalf("principal: %s", r.body)
+	}
+	// Upper-case hex is the same signature.
+	ts.do(t, "POST", "/hook", body, "X-Hub-Signature-256", "sha256="+strings.ToUpper(sign("gh-webhook-secret", body))).expect(t, 200)
+	for name, c := range map[string][2]string{
+		"tampered body":   {`{"action":"closed"}`, good},
+		"missing header":  {body, ""},
+		"no prefix":       {body, sign("gh-webhook-secret", body)},
+		"wrong secret":    {body, "sha256=" + sign("other", body)},
+		"not hex":         {body, "sha256=zz" + sign("gh-webhook-secret", body)[2:]},
+		"short signature": {body, good[:40]},
+	} {
+		r := ts.do(t, "POST", "/hook", c[0], "X-Hub-Signature-256", c[1])
+		if r.code != 401 {
+			t.Fatalf("%s: status %d: %s", name, r.code, r.body)
+		}
+	}
+
+	// Timestamped signatures cover "ts.body" and expire.
+	now := time.Now().Unix()
+	stamp := func(ts int64, b string) (string, string) {
+		s := strconv.FormatInt(ts, 10)
+		return s, sign("stripe-secret", s+"."+b)
+	}
+	tsv, sig := stamp(now, body)
+	ts.do(t, "POST", "/stamped", body, "X-Timestamp", tsv, "X-Sig", sig).expect(t, 200)
+	// Replayed later: the same signed request, outside the tolerance.
+	oldTS, oldSig := stamp(now-120, body)
+	r = ts.do(t, "POST", "/stamped", body, "X-Timestamp", oldTS, "X-Sig", oldSig).expect(t, 401)
+	if !strings.Contains(r.body, "stale or replayed") {
+		t.Fatalf("stale detail: %s", r.body)
+	}
+	// Replay with a fresh timestamp but the old signature.
+	ts.do(t, "POST", "/stamped", body, "X-Timestamp", tsv, "X-Sig", oldSig).expect(t, 401)
+	// From the future.
+	futTS, futSig := stamp(now+3600, body)
+	ts.do(t, "POST", "/stamped", body, "X-Timestamp", futTS, "X-Sig", futSig).expect(t, 401)
+	// Body-only signature does not pass a timestamped binding.
+	ts.do(t, "POST", "/stamped", body, "X-Timestamp", tsv, "X-Sig", sign("stripe-secret", body)).expect(t, 401)
+	ts.do(t, "POST", "/stamped", body, "X-Sig", sig).expect(t, 401)
+	ts.do(t, "POST", "/stamped", body, "X-Timestamp", "yesterday", "X-Sig", sig).expect(t, 401)
+	if a := ts.Audit.String(); strings.Contains(a, "gh-webhook-secret") || strings.Contains(a, "stripe-secret") {
+		t.Fatal("audit log leaks an HMAC secret")
+	}
+}
+
+func TestSIGHUPReloadsSecrets(t *testing.T) {
+	t.Setenv("ROTATING", "old-token-aaaa")
+	ts := start(t, wf("echo", `auth = "bearer:rot"
+[auth.bearer.rot]
+tokens_env = "ROTATING"
+`), setup{})
+	ts.do(t, "POST", "/hook", `{}`, "Authorization", "Bearer old-token-aaaa").expect(t, 200)
+	t.Setenv("ROTATING", "new-token-bbbb")
+	if err := syscall.Kill(syscall.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return strings.Contains(ts.Audit.String(), "http.reloaded") })
+	// The keep-alive connection of the first request is still usable.
+	ts.do(t, "POST", "/hook", `{}`, "Authorization", "Bearer new-token-bbbb").expect(t, 200)
+	ts.do(t, "POST", "/hook", `{}`, "Authorization", "Bearer old-token-aaaa").expect(t, 401)
+
+	// A reload that fails keeps the previous secrets in force.
+	t.Setenv("ROTATING", "")
+	if err := ts.Reload(); err == nil {
+		t.Fatal("reload with an empty token set succeeded")
+	}
+	ts.do(t, "POST", "/hook", `{}`, "Authorization", "Bearer new-token-bbbb").expect(t, 200)
+	if !strings.Contains(ts.Audit.String(), "http.reload_failed") {
+		t.Fatal("no reload_failed audit event")
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in 5s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,34 @@
+package http
+
+import (
+	"flag"
+	"os"
+
+	"github.com/kilnworks/kiln/runtime"
+)
+
+// flagBind is --bind (env KILN_BIND).
+var flagBind string
+
+func init() {
+	runtime.RegisterExtension(runtime.Extension{
+		Name: "http",
+		Flags: func(fs *flag.FlagSet) {
+			def := os.Getenv("KILN_BIND")
+			if def == "" {
+				def = "127.0.0.1:8080"
+			}
+			fs.StringVar(&flagBind, "bind", def, "serve mode: address of the HTTP listener (env KILN_BIND)")
+		},
+		Listeners: func(h *runtime.Host) ([]runtime.Listener, error) {
+			if len(h.Program.Workflow.HTTPRoutes) == 0 {
+				return nil, nil
+			}
+			s, err := New(h, Config{Addr: flagBind})
+			if err != nil {
+				return nil, err
+			}
+			return []runtime.Listener{s}, nil
+		},
+	})
+}

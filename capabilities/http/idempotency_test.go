@@ -1,0 +1,181 @@
+package http
+
+import (
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func idemFiles(t *testing.T, ts *testServer) []string {
+	t.Helper()
+	m, _ := filepath.Glob(filepath.Join(ts.host.Engine.StateDir, "idempotency", "*.json"))
+	return m
+}
+
+func TestIdempotentReplay(t *testing.T) {
+	ts := start(t, wf("count", `idempotency_key = "trigger.order.id"
+idempotency_ttl_secs = 3600`), setup{})
+	before := runCount.Load()
+	first := ts.do(t, "POST", "/hook", `{"order":{"id":"A-1"},"n":1}`).expect(t, 200)
+	if first.header.Get("X-Idempotent-Replay") != "" {
+		t.Fatal("first delivery marked as replay")
+	}
+	second := ts.do(t, "POST", "/hook", `{"order":{"id":"A-1"},"n":2}`).expect(t, 200)
+	if second.header.Get("X-Idempotent-Replay") != "true" || second.body != first.body {
+		t.Fatalf("replay: header %q body %s vs %s", second.header.Get("X-Idempotent-Replay"), second.body, first.body)
+	}
+	if got := runCount.Load() - before; got != 1 {
+		t.Fatalf("workflow ran %d times, want 1", got)
+	}
+	// Type matters: the number 1 and the string "1" are different keys.
+	ts.do(t, "POST", "/hook", `{"order":{"id":1}}`).expect(t, 200)
+	ts.do(t, "POST", "/hook", `{"order":{"id":"1"}}`).expect(t, 200)
+	if got := runCount.Load() - before; got != 3 {
+		t.Fatalf("workflow ran %d times, want 3", got)
+	}
+	// The store holds the reply, never the key.
+	files := idemFiles(t, ts)
+	if len(files) != 3 {
+		t.Fatalf("%d idempotency files, want 3", len(files))
+	}
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		if strings.Contains(string(data), "A-1") {
+			t.Fatalf("key stored in clear in %s", f)
+		}
+		if info, _ := os.Stat(f); info.Mode().Perm() != 0o600 {
+			t.Fatalf("%s mode %v", f, info.Mode().Perm())
+		}
+	}
+	// Bad keys: missing, non-scalar, null. Nothing runs.
+	for _, body := range []string{`{}`, `{"order":{"id":{"x":1}}}`, `{"order":{"id":[1]}}`, `{"order":{"id":null}}`, `[1]`} {
+		r := ts.do(t, "POST", "/hook", body).expect(t, 400)
+		if !strings.Contains(r.body, "idempotency key trigger.order.id") {
+			t.Fatalf("%s: %s", body, r.body)
+		}
+	}
+	if got := runCount.Load() - before; got != 3 {
+		t.Fatalf("bad keys ran the workflow")
+	}
+}
+
+func TestIdempotencyRespondReplayAndBodyKey(t *testing.T) {
+	ts := start(t, wf("respond", `idempotency_key = "body_sha256"`), setup{})
+	r := ts.do(t, "POST", "/hook", `{"name":"bo"}`).expect(t, 201)
+	again := ts.do(t, "POST", "/hook", `{"name":"bo"}`).expect(t, 201)
+	if again.body != "hello bo" || again.header.Get("Content-Type") != "text/plain" || again.header.Get("X-Idempotent-Replay") != "true" {
+		t.Fatalf("respond reply not replayed verbatim: %q %v", again.body, again.header)
+	}
+	_ = r
+	// A different body is a different key (whitespace included: raw bytes).
+	other := ts.do(t, "POST", "/hook", `{"name": "bo"}`).expect(t, 201)
+	if other.header.Get("X-Idempotent-Replay") != "" {
+		t.Fatal("different raw body replayed")
+	}
+}
+
+func TestIdempotencyFailuresStayRetryable(t *testing.T) {
+	ts := start(t, wf("count_fail", `idempotency_key = "trigger.id"`), setup{})
+	before := runCount.Load()
+	ts.do(t, "POST", "/hook", `{"id":"x"}`).expect(t, 422)
+	r := ts.do(t, "POST", "/hook", `{"id":"x"}`).expect(t, 422)
+	if r.header.Get("X-Idempotent-Replay") != "" || runCount.Load()-before != 2 {
+		t.Fatalf("failed delivery was recorded (runs %d)", runCount.Load()-before)
+	}
+	if files := idemFiles(t, ts); len(files) != 0 {
+		t.Fatalf("failure left %v", files)
+	}
+}
+
+func TestIdempotencyPausedRecorded(t *testing.T) {
+	ts := start(t, wf("pause", `idempotency_key = "trigger.id"`), setup{})
+	first := ts.do(t, "POST", "/hook", `{"id":"p"}`).expect(t, 202)
+	again := ts.do(t, "POST", "/hook", `{"id":"p"}`).expect(t, 202)
+	if again.header.Get("X-Idempotent-Replay") != "true" || again.json["run_id"] != first.json["run_id"] {
+		t.Fatalf("pause not replayed: %s vs %s", again.body, first.body)
+	}
+}
+
+func TestIdempotencyConcurrentDuplicate(t *testing.T) {
+	g := resetGate()
+	ts := start(t, wf("block", `idempotency_key = "trigger.id"`), setup{})
+	before := runCount.Load()
+	firstDone := make(chan resp, 1)
+	go func() { firstDone <- ts.try("POST", "/hook", `{"id":"dup"}`) }()
+	// Wait until the first delivery holds the key.
+	waitFor(t, func() bool { return len(idemFiles(t, ts)) == 1 })
+	var wg sync.WaitGroup
+	for i := 0; i < 5; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := ts.try("POST", "/hook", `{"id":"dup"}`)
+			if r.code != 409 || !strings.Contains(r.body, "in flight") {
+				t.Errorf("duplicate: %d %s", r.code, r.body)
+			}
+		}()
+	}
+	wg.Wait()
+	// Another key is not blocked by it.
+	otherDone := make(chan resp, 1)
+	go func() { otherDone <- ts.try("POST", "/hook", `{"id":"other"}`) }()
+	waitFor(t, func() bool { return len(idemFiles(t, ts)) == 2 })
+	close(g)
+	(<-firstDone).expect(t, 200)
+	(<-otherDone).expect(t, 200)
+	ts.do(t, "POST", "/hook", `{"id":"dup"}`).expect(t, 200)
+	if got := runCount.Load() - before; got != 2 {
+		t.Fatalf("ran %d times, want 2", got)
+	}
+}
+
+func TestIdempotencyStaleMarkerAndTTL(t *testing.T) {
+	clock := time.Now()
+	var mu sync.Mutex
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
+
+	h := newHost(t, wf("count", `idempotency_key = "trigger.id"
+idempotency_ttl_secs = 60`), setup{cfg: Config{}})
+	h.Engine.Now = now
+	buf := &syncBuffer{}
+	h.Engine.Audit = slog.New(slog.NewJSONHandler(buf, nil))
+	s, err := New(h, Config{RunTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := serve(t, s, buf, false)
+
+	// A marker left by a crashed process: fresh markers block (409) ...
+	path := s.idem.file("POST /hook", "s:crashed")
+	marker, _ := json.Marshal(idemEntry{State: "in_flight", Route: "POST /hook", CreatedMS: now().UnixMilli()})
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, marker, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ts.do(t, "POST", "/hook", `{"id":"crashed"}`).expect(t, 409)
+	// ... until they are older than twice the run timeout.
+	advance(21 * time.Second)
+	before := runCount.Load()
+	ts.do(t, "POST", "/hook", `{"id":"crashed"}`).expect(t, 200)
+	if runCount.Load()-before != 1 || !strings.Contains(buf.String(), "http.idempotency_takeover") {
+		t.Fatal("stale marker not taken over")
+	}
+	r := ts.do(t, "POST", "/hook", `{"id":"crashed"}`).expect(t, 200)
+	if r.header.Get("X-Idempotent-Replay") != "true" {
+		t.Fatal("no replay within TTL")
+	}
+	// After the TTL the key runs again.
+	advance(61 * time.Second)
+	r = ts.do(t, "POST", "/hook", `{"id":"crashed"}`).expect(t, 200)
+	if r.header.Get("X-Idempotent-Replay") != "" || runCount.Load()-before != 2 {
+		t.Fatal("expired entry replayed")
+	}
+}

@@ -1,0 +1,611 @@
+// Package http is kiln's HTTP serve mode (family kiln_http): it serves a
+// workflow's [[http_routes]] as webhook endpoints with per-route auth,
+// rate limits, body parsing, input schemas and idempotency, plus
+// /healthz, /readyz and /metrics (WORKFLOW-FORMAT §7). Further auth kinds
+// (oidc) register through RegisterAuthKind.
+package http
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v5"
+
+	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/runtime/workflow"
+)
+
+// Limits of WORKFLOW-FORMAT §7.
+const (
+	MaxBodyBytes   = 1 << 20  // larger bodies get 413
+	MaxHeaderBytes = 16 << 10 // larger request heads get 431
+)
+
+// Config tunes a Server; zero fields take the defaults.
+type Config struct {
+	Addr         string        // default 127.0.0.1:8080
+	DrainTimeout time.Duration // default 30s
+	// RunTimeout bounds each run a request starts; 0 = the workflow's
+	// [budget].max_run_time_secs (or none).
+	RunTimeout        time.Duration
+	ReadHeaderTimeout time.Duration // default 10s: cuts slowloris clients
+	ReadTimeout       time.Duration // default 30s: whole request incl. body
+	WriteTimeout      time.Duration // default 30s, counted from the end of the run
+	IdleTimeout       time.Duration // default 120s between keep-alive requests
+}
+
+func (c *Config) defaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	if c.Addr == "" {
+		c.Addr = "127.0.0.1:8080"
+	}
+	def(&c.DrainTimeout, 30*time.Second)
+	def(&c.ReadHeaderTimeout, 10*time.Second)
+	def(&c.ReadTimeout, 30*time.Second)
+	def(&c.WriteTimeout, 30*time.Second)
+	def(&c.IdleTimeout, 120*time.Second)
+}
+
+// builtins are answered before routing.
+var builtins = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true}
+
+type route struct {
+	spec     workflow.HTTPRoute
+	name     string // "POST /hook", the metrics label and log field
+	authRef  string // "kind:binding", "" = open
+	authKind string
+	limiter  *bucket
+	schema   *jsonschema.Schema
+	ttl      time.Duration
+}
+
+// Server serves one host's [[http_routes]]. It implements
+// runtime.Listener.
+type Server struct {
+	host    *runtime.Host
+	cfg     Config
+	audit   *slog.Logger
+	now     func() time.Time
+	routes  map[string]map[string]*route // path -> method -> route
+	metrics *metrics
+	idem    *idemStore // nil: no keyed route
+	tls     *tlsState  // nil: plain HTTP
+
+	verifiers atomic.Pointer[map[string]Verifier] // by authRef; swapped on SIGHUP
+	draining  atomic.Bool
+
+	// runCtx outlives requests: a client hanging up does not abort a
+	// run; only an expired drain cancels it.
+	runCtx     context.Context
+	cancelRuns context.CancelFunc
+	runs       sync.WaitGroup
+	addr       atomic.Pointer[string]
+}
+
+// New validates the host's routes and builds the server. Every
+// misconfiguration (unknown auth kind or binding, missing secret,
+// keyed route without a state dir, bad schema, bad rate limit, bad TLS
+// material) is an error here: the server refuses to start rather than
+// serve a route open or half-configured.
+func New(h *runtime.Host, cfg Config) (*Server, error) {
+	cfg.defaults()
+	wf := h.Program.Workflow
+	s := &Server{host: h, cfg: cfg, audit: h.Engine.Audit, now: hostNow(h), routes: map[string]map[string]*route{}}
+	if s.audit == nil {
+		s.audit = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	s.audit = s.audit.With("workflow", wf.Name)
+	var names []string
+	for i, spec := range wf.HTTPRoutes {
+		rt, err := s.newRoute(spec)
+		if err != nil {
+			return nil, fmt.Errorf("http_routes[%d] %s %s: %w", i, spec.Method, spec.Path, err)
+		}
+		if s.routes[spec.Path] == nil {
+			s.routes[spec.Path] = map[string]*route{}
+		}
+		if s.routes[spec.Path][spec.Method] != nil {
+			return nil, fmt.Errorf("http_routes[%d] %s %s: declared twice", i, spec.Method, spec.Path)
+		}
+		s.routes[spec.Path][spec.Method] = rt
+		names = append(names, rt.name)
+	}
+	s.metrics = newMetrics(wf.Name, names)
+	if err := s.loadVerifiers(); err != nil {
+		return nil, err
+	}
+	tlsState, err := newTLSState(wf)
+	if err != nil {
+		return nil, err
+	}
+	s.tls = tlsState
+	s.runCtx, s.cancelRuns = context.WithCancel(context.Background())
+	return s, nil
+}
+
+func (s *Server) newRoute(spec workflow.HTTPRoute) (*route, error) {
+	h := s.host
+	if !validMethod(spec.Method) {
+		return nil, fmt.Errorf("method %q is not an upper-case HTTP method token", spec.Method)
+	}
+	if !strings.HasPrefix(spec.Path, "/") {
+		return nil, errors.New(`path must start with "/"`)
+	}
+	if builtins[spec.Path] {
+		return nil, fmt.Errorf("path %s is reserved for the built-in endpoint", spec.Path)
+	}
+	if _, err := h.Program.Entry(spec.StartNode); err != nil {
+		return nil, fmt.Errorf("start_node %q: %v", spec.StartNode, err)
+	}
+	rt := &route{spec: spec, name: spec.Method + " " + spec.Path}
+	if rl := spec.RateLimit; rl != nil {
+		if rl.Capacity < 1 || rl.PerSecond <= 0 {
+			return nil, errors.New("rate_limit needs capacity >= 1 and per_second > 0")
+		}
+		rt.limiter = newBucket(rl.Capacity, rl.PerSecond, s.now)
+	}
+	kind, binding := parseAuthRef(spec.Auth)
+	if kind != "" {
+		if _, ok := lookupAuthKind(kind); !ok {
+			return nil, fmt.Errorf("auth kind %q is not compiled into this binary (compiled in: %s); refusing to serve the route open",
+				kind, strings.Join(registeredAuthKinds(), ", "))
+		}
+		rt.authKind, rt.authRef = kind, kind+":"+binding
+	}
+	if spec.InputSchema != "" {
+		sch, err := compileSchema(spec.InputSchema, h.Program.Workflow.Assets)
+		if err != nil {
+			return nil, err
+		}
+		rt.schema = sch
+	}
+	if spec.IdempotencyKey != "" {
+		if h.Engine.StateDir == "" {
+			return nil, errors.New("idempotency_key needs a state directory (--state-dir)")
+		}
+		rt.ttl = 86400 * time.Second
+		if t := spec.IdempotencyTTLSecs; t != nil {
+			if *t <= 0 {
+				return nil, errors.New("idempotency_ttl_secs must be positive")
+			}
+			rt.ttl = time.Duration(*t) * time.Second
+		}
+		if s.idem == nil {
+			s.idem = newIdemStore(h.Engine.StateDir, 2*s.staleAfter(), s.now)
+		}
+	}
+	return rt, nil
+}
+
+// staleAfter is the run timeout an in-flight idempotency marker is
+// measured against; with no timeout at all, 15 minutes.
+func (s *Server) staleAfter() time.Duration {
+	if t := s.runTimeout(); t > 0 {
+		return t
+	}
+	return 15 * time.Minute
+}
+
+func (s *Server) runTimeout() time.Duration {
+	if s.cfg.RunTimeout > 0 {
+		return s.cfg.RunTimeout
+	}
+	if b := s.host.Program.Workflow.Budget; b != nil && b.MaxRunTimeSecs > 0 {
+		return time.Duration(b.MaxRunTimeSecs) * time.Second
+	}
+	return 0
+}
+
+func validMethod(m string) bool {
+	if m == "" {
+		return false
+	}
+	for _, c := range m {
+		if c < 'A' || c > 'Z' {
+			return false
+		}
+	}
+	return true
+}
+
+// loadVerifiers (re)builds every route's verifier, resolving secrets
+// afresh. On error nothing is swapped.
+func (s *Server) loadVerifiers() error {
+	next := map[string]Verifier{}
+	for _, byMethod := range s.routes {
+		for _, rt := range byMethod {
+			if rt.authRef == "" || next[rt.authRef] != nil {
+				continue
+			}
+			k, _ := lookupAuthKind(rt.authKind)
+			_, binding := parseAuthRef(rt.authRef)
+			v, err := k.New(s.host, binding)
+			if err != nil {
+				return fmt.Errorf("http route %s: auth %s: %w", rt.name, rt.authRef, err)
+			}
+			next[rt.authRef] = v
+		}
+	}
+	s.verifiers.Store(&next)
+	return nil
+}
+
+// Reload re-reads TLS material and auth secrets (SIGHUP). Open
+// connections are untouched; on any error the old material stays.
+func (s *Server) Reload() error {
+	if s.tls != nil {
+		if err := s.tls.load(); err != nil {
+			s.audit.Error("http.reload_failed", "error", err.Error())
+			return err
+		}
+	}
+	if err := s.loadVerifiers(); err != nil {
+		s.audit.Error("http.reload_failed", "error", err.Error())
+		return err
+	}
+	s.audit.Info("http.reloaded")
+	return nil
+}
+
+// Name implements runtime.Listener.
+func (s *Server) Name() string { return "http" }
+
+// Addr is the bound address once serving ("" before).
+func (s *Server) Addr() string {
+	if a := s.addr.Load(); a != nil {
+		return *a
+	}
+	return ""
+}
+
+// Serve binds cfg.Addr and serves until ctx is cancelled, then drains.
+func (s *Server) Serve(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("http: bind %s: %w", s.cfg.Addr, err)
+	}
+	return s.ServeListener(ctx, ln)
+}
+
+// ServeListener serves on ln until ctx is cancelled. Then it stops
+// accepting, lets in-flight runs finish for up to the drain timeout,
+// cancels whatever is still running, and returns nil.
+func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
+	if s.idem != nil {
+		s.idem.sweep()
+	}
+	srv := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		ReadTimeout:       s.cfg.ReadTimeout,
+		WriteTimeout:      s.cfg.WriteTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout,
+		// The net/http hard cap (plus its 4 KiB slop) sits above the
+		// 16 KiB limit ServeHTTP enforces with a JSON 431.
+		MaxHeaderBytes: 4 * MaxHeaderBytes,
+		ErrorLog:       log.New(serverLog{s.audit}, "", 0),
+		TLSNextProto:   map[string]func(*http.Server, *tls.Conn, http.Handler){}, // HTTP/1.1 only
+	}
+	if s.tls != nil {
+		ln = tls.NewListener(ln, s.tls.config())
+	}
+	addr := ln.Addr().String()
+	s.addr.Store(&addr)
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	s.audit.Info("http.listening", "addr", addr, "tls", s.tls != nil, "routes", len(s.metrics.latency))
+	for {
+		select {
+		case <-hup:
+			_ = s.Reload()
+		case err := <-errc:
+			s.cancelRuns()
+			return fmt.Errorf("http: %w", err)
+		case <-ctx.Done():
+			return s.drain(srv, errc)
+		}
+	}
+}
+
+func (s *Server) drain(srv *http.Server, errc chan error) error {
+	s.draining.Store(true)
+	s.audit.Info("http.draining", "timeout_ms", s.cfg.DrainTimeout.Milliseconds())
+	dctx, cancel := context.WithTimeout(context.Background(), s.cfg.DrainTimeout)
+	defer cancel()
+	if err := srv.Shutdown(dctx); err != nil {
+		// Out of time: stop the remaining runs and give their handlers a
+		// moment to answer and release idempotency claims.
+		s.audit.Warn("http.drain_timeout", "error", err.Error())
+		s.cancelRuns()
+		done := make(chan struct{})
+		go func() { s.runs.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+		}
+		_ = srv.Close()
+	}
+	<-errc
+	s.cancelRuns()
+	s.audit.Info("http.stopped")
+	return nil
+}
+
+// serverLog turns net/http's error log (TLS handshake failures, hijack
+// errors) into audit events.
+type serverLog struct{ audit *slog.Logger }
+
+func (l serverLog) Write(p []byte) (int, error) {
+	msg := strings.TrimSpace(string(p))
+	if strings.Contains(msg, "TLS handshake error") {
+		l.audit.Warn("tls.handshake_failed", "detail", msg)
+	} else {
+		l.audit.Warn("http.server_error", "detail", msg)
+	}
+	return len(p), nil
+}
+
+// recorder captures the status code for metrics.
+type recorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if r.code == 0 {
+		r.code = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+// ServeHTTP answers one request in the order of WORKFLOW-FORMAT §7.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if headSize(r) > MaxHeaderBytes {
+		writeJSON(w, http.StatusRequestHeaderFieldsTooLarge, map[string]any{"error": "request header fields too large",
+			"limit_bytes": MaxHeaderBytes})
+		return
+	}
+	if builtins[r.URL.Path] && r.Method == http.MethodGet {
+		s.builtin(w, r)
+		return
+	}
+	byMethod, ok := s.routes[r.URL.Path]
+	if !ok {
+		writeJSON(w, http.StatusNotFound, map[string]any{"error": "not found"})
+		return
+	}
+	rt, ok := byMethod[r.Method]
+	if !ok {
+		allow := runtime.SortedKeys(byMethod)
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		writeJSON(w, http.StatusMethodNotAllowed, map[string]any{"error": "method not allowed", "allow": allow})
+		return
+	}
+	start := time.Now()
+	rec := &recorder{ResponseWriter: w}
+	s.serveRoute(rec, r, rt)
+	s.metrics.observeRequest(rt.name, rec.code, time.Since(start))
+}
+
+// headSize approximates the bytes of the request line and headers.
+func headSize(r *http.Request) int {
+	n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4 + len(r.Host) + 8
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n
+}
+
+func (s *Server) builtin(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/healthz":
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "workflow": s.host.Program.Workflow.Name})
+	case "/readyz":
+		ready, why := s.host.Ready()
+		if s.draining.Load() {
+			ready, why = false, append(why, "http: draining")
+		}
+		if !ready {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready", "reasons": why})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ready"})
+	case "/metrics":
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		w.WriteHeader(http.StatusOK)
+		_ = s.metrics.write(w)
+	}
+}
+
+func (s *Server) serveRoute(w http.ResponseWriter, r *http.Request, rt *route) {
+	log := s.audit.With("route", rt.name, "remote", r.RemoteAddr)
+	if rt.limiter != nil {
+		if ok, wait := rt.limiter.take(); !ok {
+			ms := wait.Milliseconds() + 1
+			w.Header().Set("Retry-After", strconv.FormatInt((ms+999)/1000, 10))
+			log.Warn("http.rate_limited", "retry_after_ms", ms)
+			writeJSON(w, http.StatusTooManyRequests, map[string]any{"error": "rate limited", "retry_after_ms": ms})
+			return
+		}
+	}
+	if r.ContentLength > MaxBodyBytes {
+		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]any{"error": "request body too large", "limit_bytes": MaxBodyBytes})
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeJSON(w, http.StatusRequestEntityTooLarge, map[string]any{"error": "request body too large", "limit_bytes": MaxBodyBytes})
+			return
+		}
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "bad request", "detail": "cannot read body: " + err.Error()})
+		return
+	}
+
+	principal := Principal{Kind: "anonymous", Name: "anonymous"}
+	if rt.authRef != "" {
+		v := (*s.verifiers.Load())[rt.authRef]
+		name, err := v.Verify(r, body)
+		if err != nil {
+			log.Warn("http.auth_denied", "auth", rt.authRef, "detail", err.Error())
+			writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "unauthorized", "detail": err.Error()})
+			return
+		}
+		principal = Principal{Kind: rt.authKind, Name: name}
+	}
+
+	payload, dropped, err := parseBody(r.Header.Get("Content-Type"), body)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "bad request", "detail": err.Error()})
+		return
+	}
+	for _, field := range dropped {
+		log.Info("http.multipart_file_dropped", "field", field)
+	}
+	if rt.schema != nil {
+		if errs := schemaErrors(rt.schema, payload); errs != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "input does not match input_schema", "details": errs})
+			return
+		}
+	}
+
+	trigger := runtime.MakeTrigger("http", payload)
+	trigger["principal"] = map[string]any{"kind": principal.Kind, "name": principal.Name}
+	tp := r.Header.Get("Traceparent")
+	if runtime.ValidTraceparent(tp) {
+		trigger["traceparent"] = tp
+	}
+
+	var key string
+	if rt.spec.IdempotencyKey != "" {
+		key, err = idempotencyKey(rt.spec.IdempotencyKey, trigger, body)
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "bad request", "detail": err.Error()})
+			return
+		}
+		claim, entry, takenOver, err := s.idem.begin(rt.name, key)
+		switch {
+		case err != nil:
+			log.Error("http.idempotency_error", "error", err.Error())
+			writeJSON(w, http.StatusInternalServerError, map[string]any{"error": "idempotency store unavailable"})
+			return
+		case claim == claimInFlight:
+			writeJSON(w, http.StatusConflict, map[string]any{"error": "a request with this idempotency key is in flight"})
+			return
+		case claim == claimReplay:
+			w.Header().Set("X-Idempotent-Replay", "true")
+			write(w, entry.Status, entry.ContentType, entry.Body)
+			return
+		case takenOver:
+			log.Warn("http.idempotency_takeover", "detail", "in-flight marker older than twice the run timeout")
+		}
+	}
+
+	s.runs.Add(1)
+	defer s.runs.Done()
+	rep := s.host.Fire(runtime.WithTraceparent(s.runCtx, tp), runtime.RunOptions{
+		Start: rt.spec.StartNode, Trigger: trigger, Timeout: s.runTimeout()})
+	s.metrics.observeRun(rep)
+	code, ctype, out := reply(rep.Outcome)
+	if s.runCtx.Err() != nil && rep.Outcome.Status == runtime.StatusErrored {
+		code = http.StatusServiceUnavailable // cut short by an expired drain
+	}
+
+	if key != "" {
+		st := rep.Outcome.Status
+		if st == runtime.StatusCompleted || st == runtime.StatusPaused {
+			err = s.idem.finish(rt.name, key, rt.ttl, code, ctype, out)
+		} else {
+			err = s.idem.abandon(rt.name, key) // failures stay retryable
+		}
+		if err != nil {
+			log.Error("http.idempotency_error", "error", err.Error())
+		}
+	}
+	// The write deadline ran while the workflow did: restart it now.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+	write(w, code, ctype, out)
+}
+
+// reply maps an outcome to the HTTP answer: the respond node's reply for
+// a completed run, else the outcome JSON with its status code.
+func reply(o *runtime.Outcome) (int, string, []byte) {
+	code := http.StatusInternalServerError
+	switch o.Status {
+	case runtime.StatusCompleted:
+		if hr := o.HTTPResponse; hr != nil {
+			if hr.Status < 200 {
+				return http.StatusInternalServerError, "application/json",
+					[]byte(fmt.Sprintf(`{"error":"respond status %d is not a final HTTP status"}`, hr.Status))
+			}
+			return hr.Status, hr.ContentType, []byte(hr.Body)
+		}
+		code = http.StatusOK
+	case runtime.StatusPaused:
+		code = http.StatusAccepted
+	case runtime.StatusFailed:
+		code = http.StatusUnprocessableEntity
+	case runtime.StatusTimedOut:
+		code = http.StatusGatewayTimeout
+	case runtime.StatusErrored:
+		if o.Err != nil && o.Err.Class == runtime.ClassPolicy {
+			code = http.StatusForbidden
+		}
+	}
+	body, err := o.MarshalJSON()
+	if err != nil {
+		return http.StatusInternalServerError, "application/json", []byte(`{"error":"cannot encode outcome"}`)
+	}
+	return code, "application/json", body
+}
+
+func writeJSON(w http.ResponseWriter, code int, v map[string]any) {
+	body, err := runtime.EncodeJSON(v)
+	if err != nil {
+		body = []byte(`{"error":"internal error"}`)
+		code = http.StatusInternalServerError
+	}
+	write(w, code, "application/json", body)
+}
+
+// write sends a reply. Every body passes the secret redactor: no
+// registered secret value leaves the process, whatever a node put in it.
+func write(w http.ResponseWriter, code int, contentType string, body []byte) {
+	body = runtime.RedactBytes(body)
+	if code == http.StatusNoContent || code == http.StatusNotModified {
+		body = nil // these statuses carry no body
+	}
+	h := w.Header()
+	h.Set("Content-Type", contentType)
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	_, _ = w.Write(body)
+}

@@ -1,0 +1,103 @@
+package http
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+
+	"github.com/kilnworks/kiln/runtime/workflow"
+)
+
+// tlsState holds the [server.tls] material. It is re-read on SIGHUP;
+// each handshake picks up the latest config, so rotating a certificate
+// never drops an open connection.
+type tlsState struct {
+	certFile, keyFile, caFile string
+	current                   atomic.Pointer[tls.Config]
+}
+
+// newTLSState returns nil when the workflow has no [server.tls].
+func newTLSState(wf *workflow.Workflow) (*tlsState, error) {
+	if wf.Server == nil || wf.Server.TLS == nil {
+		return nil, nil
+	}
+	t := wf.Server.TLS
+	if t.CertFile == "" || t.KeyFile == "" {
+		return nil, errors.New("[server.tls] needs cert_file and key_file")
+	}
+	s := &tlsState{certFile: resolvePath(wf, t.CertFile), keyFile: resolvePath(wf, t.KeyFile)}
+	if ca := t.ClientAuth; ca != nil {
+		if ca.Mode != "required" {
+			return nil, fmt.Errorf("[server.tls.client_auth] mode %q is not supported: only \"required\"", ca.Mode)
+		}
+		if ca.CAFile == "" {
+			return nil, errors.New("[server.tls.client_auth] needs ca_file")
+		}
+		s.caFile = resolvePath(wf, ca.CAFile)
+	}
+	if err := s.load(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// load reads the certificate, key and client CA and swaps them in; on
+// error the previous material stays in force.
+func (s *tlsState) load() error {
+	cert, err := tls.LoadX509KeyPair(s.certFile, s.keyFile)
+	if err != nil {
+		return fmt.Errorf("[server.tls]: %v", err)
+	}
+	cfg := &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		Certificates: []tls.Certificate{cert},
+		NextProtos:   []string{"http/1.1"}, // HTTP/1.1 only, like the reference
+	}
+	if s.caFile != "" {
+		pem, err := os.ReadFile(s.caFile)
+		if err != nil {
+			return fmt.Errorf("[server.tls.client_auth]: %v", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("[server.tls.client_auth]: %s holds no PEM certificate", s.caFile)
+		}
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+		cfg.ClientCAs = pool
+	}
+	s.current.Store(cfg)
+	return nil
+}
+
+// config is the listener's config: it defers to the latest loaded one.
+func (s *tlsState) config() *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		NextProtos: []string{"http/1.1"},
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			return s.current.Load(), nil
+		},
+	}
+}
+
+// resolvePath resolves a path declared in the workflow: relative paths
+// are tried against the workflow file's directory first, then the
+// working directory (WORKFLOW-FORMAT §1).
+func resolvePath(wf *workflow.Workflow, p string) string {
+	if filepath.IsAbs(p) || wf.Source == "" {
+		return p
+	}
+	if rel := filepath.Join(filepath.Dir(wf.Source), p); fileExists(rel) {
+		return rel
+	}
+	return p
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}

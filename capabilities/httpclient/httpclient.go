@@ -1,0 +1,381 @@
+// Package httpclient is the outbound HTTP family: the http_request node.
+//
+// The client speaks HTTP/1.1 over http:// and https://, never follows a
+// redirect (a 3xx comes back to the workflow on the "error" branch, since
+// the policy vetted this URL, not the Location), caps request and response
+// bodies at 1 MiB, and gives each request 30 s within the run deadline.
+// The policy check (method and URL) runs before anything is dialled.
+//
+// SSRF guard: the dialer checks every address it actually connects to
+// (after DNS, so rebinding does not help) and refuses loopback, private,
+// link-local, shared (CGNAT), multicast and unspecified addresses unless
+// the [policy.http] pattern that allowed the URL names its host
+// explicitly. With no [policy] block (allow-all, development) nothing is
+// named explicitly, so private addresses are refused there too: declare
+// [policy.http] urls = ["http://127.0.0.1:8080/**"] to reach a local
+// service. No proxy from the environment is used.
+//
+// Declared headers ([nodes.headers]) are literals plus {{secret:NAME}}
+// placeholders resolved at request time through Services.Secret; values
+// are never interpolated from the run context. Every resolved secret is
+// registered with runtime.RedactValue, and any registered secret echoed
+// back by the server is replaced by [REDACTED] in the node output. A CR or
+// LF in a header is refused.
+package httpclient
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/runtime/workflow"
+)
+
+const (
+	// MaxBody caps request and response bodies.
+	MaxBody = 1 << 20
+	// DefaultTimeout bounds one request (within the run deadline).
+	DefaultTimeout = 30 * time.Second
+)
+
+func init() {
+	runtime.RegisterNode(runtime.NodeKind{Kind: "http_request", Family: "httpclient", Prepare: prepare, SideEffect: true})
+}
+
+var (
+	tokenPattern       = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+	placeholderPattern = regexp.MustCompile(`\{\{\s*secret:([A-Za-z0-9_.-]+)\s*\}\}`)
+	// Headers the client owns; declaring them would desynchronise framing
+	// or routing.
+	reserved = map[string]bool{"Host": true, "Content-Length": true, "Transfer-Encoding": true, "Connection": true, "Te": true, "Upgrade": true, "Trailer": true}
+)
+
+// header is one declared header, split into literal text and secret names.
+type header struct {
+	name  string
+	parts []part
+}
+
+type part struct {
+	text   string
+	secret string // non-empty: a {{secret:NAME}} placeholder
+}
+
+func parseHeader(name, value string) (header, error) {
+	if !tokenPattern.MatchString(name) {
+		return header{}, fmt.Errorf("header name %q is not a valid HTTP token", name)
+	}
+	canon := http.CanonicalHeaderKey(name)
+	if reserved[canon] {
+		return header{}, fmt.Errorf("header %s is set by the client and cannot be declared", canon)
+	}
+	if strings.ContainsAny(value, "\r\n\x00") {
+		return header{}, fmt.Errorf("header %s: CR, LF and NUL are refused in header values", canon)
+	}
+	h := header{name: canon}
+	rest := value
+	for {
+		loc := placeholderPattern.FindStringSubmatchIndex(rest)
+		if loc == nil {
+			break
+		}
+		if loc[0] > 0 {
+			h.parts = append(h.parts, part{text: rest[:loc[0]]})
+		}
+		h.parts = append(h.parts, part{secret: rest[loc[2]:loc[3]]})
+		rest = rest[loc[1]:]
+	}
+	if strings.Contains(rest, "{{secret:") {
+		return header{}, fmt.Errorf("header %s: malformed {{secret:NAME}} placeholder", canon)
+	}
+	if rest != "" {
+		h.parts = append(h.parts, part{text: rest})
+	}
+	return h, nil
+}
+
+func prepare(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) {
+	method := strings.ToUpper(n.Method)
+	if method == "" {
+		return nil, fmt.Errorf("method is required")
+	}
+	if !tokenPattern.MatchString(method) {
+		return nil, fmt.Errorf("method %q is not a valid HTTP method", n.Method)
+	}
+	if n.URLFrom == "" {
+		return nil, fmt.Errorf("url_from is required")
+	}
+	var headers []header
+	for _, name := range runtime.SortedKeys(n.Headers) {
+		h, err := parseHeader(name, n.Headers[name])
+		if err != nil {
+			return nil, err
+		}
+		headers = append(headers, h)
+	}
+	return func(ctx context.Context, c *runtime.Call) (runtime.Result, error) {
+		return do(ctx, c, method, headers)
+	}, nil
+}
+
+func do(ctx context.Context, c *runtime.Call, method string, headers []header) (runtime.Result, error) {
+	url, err := c.FromString("url_from", c.Node.URLFrom)
+	if err != nil {
+		return runtime.Result{}, err
+	}
+	body, isJSON, err := requestBody(c)
+	if err != nil {
+		return runtime.Result{}, err
+	}
+	explicit, err := c.Run.Policy().HTTP(method, url)
+	if err != nil {
+		return runtime.Result{}, err
+	}
+	if c.DryRun() {
+		return runtime.Next(map[string]any{"method": method, "url": url, "dry_run": true}), nil
+	}
+
+	reqCtx, cancel := context.WithTimeout(ctx, Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(reqCtx, method, url, bytes.NewReader(body))
+	if err != nil {
+		return runtime.Result{}, c.Errorf(runtime.ClassTool, "build request: %v", err)
+	}
+	if body == nil {
+		req.Body, req.ContentLength = http.NoBody, 0
+	}
+	req.Header.Set("User-Agent", "kiln-http_request")
+	if isJSON {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if tp := traceparent(ctx, c); tp != "" {
+		req.Header.Set("Traceparent", tp)
+	}
+	for _, h := range headers {
+		v, err := resolveHeader(c, h)
+		if err != nil {
+			return runtime.Result{}, err
+		}
+		req.Header.Set(h.name, v)
+	}
+
+	client := guarded
+	if explicit {
+		client = direct
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return runtime.Result{}, transportError(ctx, reqCtx, c, method, url, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxBody+1))
+	if err != nil {
+		return runtime.Result{}, transportError(ctx, reqCtx, c, method, url, err)
+	}
+	if len(raw) > MaxBody {
+		return runtime.Result{}, c.Errorf(runtime.ClassTool, "%s %s: response body exceeds the 1 MiB cap", method, runtime.Redact(url))
+	}
+	out := map[string]any{
+		"status":  resp.StatusCode,
+		"headers": responseHeaders(resp.Header),
+		"body":    runtime.Redact(strings.ToValidUTF8(string(raw), "\uFFFD")),
+		"bytes":   len(raw),
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return runtime.NextBranch(out, "error"), nil
+	}
+	return runtime.Next(out), nil
+}
+
+// requestBody renders body_from: strings as-is, anything else as JSON.
+func requestBody(c *runtime.Call) (body []byte, isJSON bool, err error) {
+	if c.Node.BodyFrom == "" {
+		return nil, false, nil
+	}
+	v, found := c.Lookup(c.Node.BodyFrom)
+	if !found {
+		return nil, false, c.Errorf(runtime.ClassTool, "body_from %q did not resolve to a value", c.Node.BodyFrom)
+	}
+	if s, ok := v.(string); ok {
+		body = []byte(s)
+	} else {
+		if body, err = runtime.EncodeJSON(v); err != nil {
+			return nil, false, c.Errorf(runtime.ClassTool, "encode body: %v", err)
+		}
+		isJSON = true
+	}
+	if len(body) > MaxBody {
+		return nil, false, c.Errorf(runtime.ClassTool, "request body of %d bytes exceeds the 1 MiB cap", len(body))
+	}
+	return body, isJSON, nil
+}
+
+// resolveHeader fills a header's secret placeholders. Errors name the
+// header and the secret, never a value.
+func resolveHeader(c *runtime.Call, h header) (string, error) {
+	var b strings.Builder
+	for _, p := range h.parts {
+		if p.secret == "" {
+			b.WriteString(p.text)
+			continue
+		}
+		v, err := c.Run.Services().SecretValue(p.secret)
+		if err != nil {
+			return "", c.Errorf(runtime.ClassConfig, "header %s: %v", h.name, err)
+		}
+		runtime.RedactValue(v)
+		if strings.ContainsAny(v, "\r\n\x00") {
+			return "", c.Errorf(runtime.ClassConfig, "header %s: secret %s contains CR, LF or NUL; refused", h.name, p.secret)
+		}
+		b.WriteString(v)
+	}
+	return b.String(), nil
+}
+
+// traceparent is the W3C trace context to forward: the one on ctx (set by
+// the HTTP server), else a valid trigger.traceparent.
+func traceparent(ctx context.Context, c *runtime.Call) string {
+	if tp := runtime.Traceparent(ctx); tp != "" {
+		return tp
+	}
+	if tp, ok := c.Run.Trigger()["traceparent"].(string); ok && runtime.ValidTraceparent(tp) {
+		return tp
+	}
+	return ""
+}
+
+func responseHeaders(h http.Header) map[string]any {
+	out := make(map[string]any, len(h))
+	for k, vs := range h {
+		out[strings.ToLower(k)] = runtime.Redact(strings.Join(vs, ", "))
+	}
+	return out
+}
+
+// transportError classifies a failed exchange: SSRF refusal (a policy
+// denial), run deadline (timeout), the request's own timeout, or a tool
+// error (retryable).
+func transportError(ctx, reqCtx context.Context, c *runtime.Call, method, url string, err error) error {
+	url = runtime.Redact(url)
+	var blocked *blockedAddr
+	if errors.As(err, &blocked) {
+		return runtime.Denied("http.request", url, fmt.Sprintf(
+			"resolves to %s address %s; name the host explicitly in [policy.http] urls to allow it",
+			blocked.why, blocked.addr))
+	}
+	if ctx.Err() != nil {
+		return c.Errorf(runtime.ClassTimeout, "%s %s: run deadline reached", method, url)
+	}
+	if reqCtx.Err() != nil {
+		return c.Errorf(runtime.ClassTool, "%s %s: no complete response within %v", method, url, Timeout)
+	}
+	return c.Errorf(runtime.ClassTool, "%s %s: %v", method, url, runtime.Redact(unwrapURL(err).Error()))
+}
+
+func unwrapURL(err error) error {
+	var ue interface{ Unwrap() error }
+	if errors.As(err, &ue) {
+		if inner := ue.Unwrap(); inner != nil {
+			return inner
+		}
+	}
+	return err
+}
+
+// blockedAddr is the dialer's refusal of a non-public address.
+type blockedAddr struct {
+	addr netip.Addr
+	why  string
+}
+
+func (b *blockedAddr) Error() string { return fmt.Sprintf("refusing to connect to %s address %s", b.why, b.addr) }
+
+var (
+	cgnat   = netip.MustParsePrefix("100.64.0.0/10")
+	thisNet = netip.MustParsePrefix("0.0.0.0/8")
+)
+
+// classify returns why addr is not a public unicast address, or "".
+func classify(addr netip.Addr) string {
+	addr = addr.Unmap()
+	switch {
+	case addr.IsLoopback():
+		return "loopback"
+	case addr.IsPrivate():
+		return "private"
+	case addr.IsLinkLocalUnicast(), addr.IsLinkLocalMulticast():
+		return "link-local"
+	case addr.IsUnspecified(), thisNet.Contains(addr):
+		return "unspecified"
+	case addr.IsMulticast(), addr.IsInterfaceLocalMulticast():
+		return "multicast"
+	case cgnat.Contains(addr):
+		return "shared (CGNAT)"
+	}
+	return ""
+}
+
+// guard is the dialer's Control hook: it sees the address actually being
+// connected to.
+func guard(network, address string, _ syscall.RawConn) error {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return err
+	}
+	addr, err := netip.ParseAddr(host)
+	if err != nil {
+		return &blockedAddr{addr: netip.Addr{}, why: "unparsable"}
+	}
+	if why := classify(addr); why != "" {
+		return &blockedAddr{addr: addr.Unmap(), why: why}
+	}
+	return nil
+}
+
+// Timeout bounds one request; tests shorten it.
+var Timeout = DefaultTimeout
+
+// guarded refuses non-public addresses; direct is used when the policy
+// named the host explicitly. Separate transports keep their connection
+// pools apart.
+var guarded, direct = newClient(true, nil), newClient(false, nil)
+
+// setRootCAs replaces the clients with ones trusting pool (tests).
+func setRootCAs(pool *x509.CertPool) {
+	guarded, direct = newClient(true, pool), newClient(false, pool)
+}
+
+func newClient(guardDial bool, roots *x509.CertPool) *http.Client {
+	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	if guardDial {
+		d.Control = guard
+	}
+	t := &http.Transport{
+		Proxy:                  nil,
+		DialContext:            d.DialContext,
+		TLSClientConfig:        &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
+		TLSHandshakeTimeout:    10 * time.Second,
+		MaxResponseHeaderBytes: 256 << 10,
+		IdleConnTimeout:        90 * time.Second,
+		// HTTP/1.1 only, like the reference.
+		TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{},
+	}
+	return &http.Client{
+		Transport: t,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
+}

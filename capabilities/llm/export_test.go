@@ -1,0 +1,9 @@
+package llm
+
+import "github.com/kilnworks/kiln/runtime"
+
+// SetupForTest runs the extension's Setup with explicit flag values and a
+// fake environment.
+func SetupForTest(h *runtime.Host, unix, httpURL, bearerFile string, env map[string]string) error {
+	return setup(h, config{unix: unix, httpURL: httpURL, bearerFile: bearerFile}, func(k string) string { return env[k] })
+}

@@ -1,0 +1,77 @@
+// Package llm is the intelligence capability family (build tag kiln_llm):
+// the llm_infer and agent_loop node kinds, and the process extension that
+// connects the `default` backend transport (--intel-unix / --intel-http)
+// and the named [[intelligence.backends]] providers.
+//
+// Every intelligence call checks the run's max_llm_tokens budget before it
+// and bills prompt+completion tokens after it; transport failures are
+// ClassIntelligence errors (transient, retried under `on = "transient"`),
+// answers that are not JSON or fail the output schema are ClassSchema
+// (never retried).
+package llm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/kilnworks/kiln/runtime"
+)
+
+func init() {
+	runtime.RegisterNode(runtime.NodeKind{Kind: "llm_infer", Family: "llm", Prepare: prepareInfer, SideEffect: true})
+	runtime.RegisterNode(runtime.NodeKind{Kind: "agent_loop", Family: "llm", Prepare: prepareAgent, SideEffect: true})
+	runtime.RegisterExtension(extension())
+}
+
+// complete performs one budgeted intelligence call for node c on backend.
+// A response is returned together with a budget error when the call went
+// through but spent more than the run's max_llm_tokens.
+func complete(ctx context.Context, c *runtime.Call, backend string, msgs []runtime.Message, maxTokens int) (*runtime.CompletionResponse, error) {
+	if err := c.Run.CheckTokens(); err != nil {
+		return nil, onNode(c, err)
+	}
+	svc := c.Run.Services()
+	if svc.Intelligence == nil {
+		return nil, c.Errorf(runtime.ClassConfig, "backend %q is not configured: %s", backend, configureHint)
+	}
+	client, err := svc.Intelligence(backend)
+	if err != nil {
+		return nil, &runtime.Error{Class: runtime.ClassConfig, Node: c.Node.ID, Kind: c.Node.Type, Msg: err.Error(), Err: err}
+	}
+	resp, err := client.Complete(ctx, &runtime.CompletionRequest{Messages: msgs, MaxTokens: maxTokens})
+	if err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
+			return nil, &runtime.Error{Class: runtime.ClassTimeout, Node: c.Node.ID, Kind: c.Node.Type,
+				Msg: fmt.Sprintf("backend %q: run deadline reached: %v", backend, err), Err: err}
+		}
+		var re *runtime.Error
+		if errors.As(err, &re) {
+			return nil, onNode(c, re)
+		}
+		return nil, &runtime.Error{Class: runtime.ClassIntelligence, Node: c.Node.ID, Kind: c.Node.Type,
+			Msg: fmt.Sprintf("backend %q: %v", backend, err), Err: err}
+	}
+	if err := c.Run.AddTokens(resp.Usage.PromptTokens + resp.Usage.CompletionTokens); err != nil {
+		return resp, onNode(c, err)
+	}
+	return resp, nil
+}
+
+const configureHint = "pass --intel-unix PATH or --intel-http URL (or set KILN_INTEL_UNIX / KILN_INTEL_HTTP), or declare the backend in [[intelligence.backends]]"
+
+// onNode fills in the node id and kind of an engine error.
+func onNode(c *runtime.Call, err error) error {
+	e := runtime.AsError(err)
+	if e.Node == "" {
+		cp := *e
+		cp.Node, cp.Kind = c.Node.ID, c.Node.Type
+		return &cp
+	}
+	return e
+}
+
+// tokenUsage is the usage object of node outputs.
+func tokenUsage(u runtime.Usage) map[string]any {
+	return map[string]any{"prompt_tokens": u.PromptTokens, "completion_tokens": u.CompletionTokens}
+}

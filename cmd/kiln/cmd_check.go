@@ -1,0 +1,128 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/kilnworks/kiln/gen"
+)
+
+func init() {
+	addCommand(command{
+		name:    "check",
+		summary: "load and validate workflows; print a report per file",
+		run:     runCheck,
+	})
+}
+
+// checkReport is one file's result (WORKFLOW-FORMAT §6 validation report).
+type checkReport struct {
+	Workflow string      `json:"workflow"`
+	OK       bool        `json:"ok"`
+	Issues   []gen.Issue `json:"issues,omitempty"`
+}
+
+// runCheck checks every file and exits with the worst result: a file that
+// cannot be read or parsed (2) outranks an invalid one (5), which outranks
+// a valid one (0).
+func runCheck(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	format := fs.String("format", "json", "output format: json (one report per line) or text")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: kiln check [--format json|text] WORKFLOW.toml...")
+		fmt.Fprintln(stderr)
+		fmt.Fprintln(stderr, "Exit status: 0 all valid, 5 a workflow is invalid, 2 a file cannot be read or parsed.")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if *format != "json" && *format != "text" {
+		fmt.Fprintf(stderr, "kiln check: --format must be json or text, not %q\n", *format)
+		return exitUsage
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return exitUsage
+	}
+	worst := exitOK
+	for _, path := range fs.Args() {
+		code := checkOne(path, *format, stdout, stderr)
+		if severity(code) > severity(worst) {
+			worst = code
+		}
+	}
+	return worst
+}
+
+func severity(code int) int {
+	switch code {
+	case exitOK:
+		return 0
+	case exitFailed:
+		return 1
+	}
+	return 2
+}
+
+func checkOne(path, format string, stdout, stderr io.Writer) int {
+	wf, err := gen.Load(path, gen.LoadOptions{})
+	var (
+		rep checkReport
+		ve  *gen.ValidationError
+		pe  *gen.ParseError
+	)
+	switch {
+	case err == nil:
+		rep = checkReport{Workflow: wf.Name, OK: true}
+	case errors.As(err, &ve):
+		rep = checkReport{Workflow: ve.Workflow, Issues: ve.Issues}
+		if rep.Workflow == "" {
+			rep.Workflow = path
+		}
+	case errors.As(err, &pe):
+		// Unreadable or unparsable: file:line: message.
+		fmt.Fprintln(stderr, err)
+		return exitUsage
+	default:
+		// A verification failure (e.g. a bad workflow signature).
+		fmt.Fprintln(stderr, err)
+		return exitFailed
+	}
+	if format == "text" {
+		writeTextReport(stdout, path, rep)
+	} else {
+		enc := json.NewEncoder(stdout)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(rep); err != nil {
+			fmt.Fprintf(stderr, "kiln check: %v\n", err)
+			return exitUsage
+		}
+	}
+	if !rep.OK {
+		return exitFailed
+	}
+	return exitOK
+}
+
+func writeTextReport(w io.Writer, path string, rep checkReport) {
+	if rep.OK {
+		fmt.Fprintf(w, "%s: ok (workflow %q)\n", path, rep.Workflow)
+		return
+	}
+	noun := "issues"
+	if len(rep.Issues) == 1 {
+		noun = "issue"
+	}
+	fmt.Fprintf(w, "%s: %d %s (workflow %q)\n", path, len(rep.Issues), noun, rep.Workflow)
+	for _, is := range rep.Issues {
+		fmt.Fprintf(w, "  %-28s %s\n", is.Code, is.Message)
+	}
+}

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/kilnworks/kiln/gen/supply"
+)
+
+func init() {
+	addCommand(command{
+		name:    "verify",
+		summary: "verify a built binary offline: signatures, manifest digest, build info",
+		run:     runVerify,
+	})
+}
+
+func runVerify(args []string, stdout, stderr io.Writer) int {
+	fl := flag.NewFlagSet("kiln verify", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	key := fl.String("key", "", "public key (PEM, ECDSA P-256), e.g. cosign.pub")
+	quiet := fl.Bool("quiet", false, "print only failures")
+	fl.Usage = func() {
+		fmt.Fprintln(stderr, "usage: kiln verify BIN --key cosign.pub")
+		fmt.Fprintln(stderr, "Checks, without network: the signatures of BIN and BIN.manifest.json (and of BIN.cdx.json and")
+		fmt.Fprintln(stderr, "BIN.intoto.json when present), that the manifest's binary digest is BIN's, and that the build")
+		fmt.Fprintln(stderr, "info inside BIN (Go version, build tags, modules) matches the manifest. Exit 0 or 5.")
+		fl.PrintDefaults()
+	}
+	rest, code, ok := parseSupplyFlags(fl, args)
+	if !ok {
+		return code
+	}
+	if len(rest) != 1 || *key == "" {
+		fl.Usage()
+		return exitUsage
+	}
+	bin := rest[0]
+	if st, err := os.Stat(bin); err != nil || !st.Mode().IsRegular() {
+		fmt.Fprintf(stderr, "kiln verify: %s: not a readable file\n", bin)
+		return exitUsage
+	}
+	v, err := supply.LoadVerifier(*key)
+	if err != nil {
+		fmt.Fprintf(stderr, "kiln verify: %v\n", err)
+		return exitUsage
+	}
+	r := supply.Verify(bin, v)
+	if !*quiet {
+		r.Write(stdout)
+	}
+	if err := r.Err(); err != nil {
+		fmt.Fprintf(stderr, "kiln verify: %s: REFUSED: %v\n", bin, err)
+		return exitFailed
+	}
+	fmt.Fprintf(stdout, "%s: verified\n", bin)
+	return exitOK
+}

@@ -1,0 +1,174 @@
+package supply
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// repoRoot is the kiln checkout holding this package.
+func repoRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
+		t.Fatalf("no go.mod at %s: %v", dir, err)
+	}
+	return dir
+}
+
+// cosignPath returns the pinned cosign CLI that `make tools` installs, or
+// skips the test saying how to get it.
+func cosignPath(t testing.TB) string {
+	t.Helper()
+	p := filepath.Join(repoRoot(t), ".cache", "bin", "cosign")
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("cosign CLI not installed at %s (run `make tools`): %v", p, err)
+	}
+	return p
+}
+
+var (
+	sampleOnce sync.Once
+	sampleBin  string
+	sampleErr  string
+)
+
+// sampleBinary returns a copy (in a fresh temp dir) of a small Go program
+// built like a sealed binary: -trimpath, stripped, tags kiln_custom,kiln_fs,
+// linking one third-party module so its build info lists a dependency.
+func sampleBinary(t testing.TB) string {
+	t.Helper()
+	sampleOnce.Do(func() { sampleBin, sampleErr = buildSample(repoRoot(t)) })
+	if sampleErr != "" {
+		t.Fatal(sampleErr)
+	}
+	data, err := os.ReadFile(sampleBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "hello")
+	if err := os.WriteFile(out, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func buildSample(root string) (string, string) {
+	dir, err := os.MkdirTemp("", "kiln-supply-sample-")
+	if err != nil {
+		return "", err.Error()
+	}
+	sampleDirs = append(sampleDirs, dir)
+	var sum bytes.Buffer
+	f, err := os.Open(filepath.Join(root, "go.sum"))
+	if err != nil {
+		return "", err.Error()
+	}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "github.com/BurntSushi/toml ") {
+			sum.WriteString(sc.Text() + "\n")
+		}
+	}
+	f.Close()
+	files := map[string]string{
+		"go.mod": "module example.com/sealed\n\ngo 1.26\n\nrequire github.com/BurntSushi/toml v1.6.0\n",
+		"go.sum": sum.String(),
+		"main.go": `package main
+
+import (
+	"fmt"
+
+	"github.com/BurntSushi/toml"
+)
+
+func main() {
+	var v map[string]any
+	_, err := toml.Decode("name = \"hello\"", &v)
+	fmt.Println(v["name"], err)
+}
+`,
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			return "", err.Error()
+		}
+	}
+	bin := filepath.Join(dir, "hello")
+	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid=",
+		"-tags", "kiln_custom,kiln_fs", "-o", bin, ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", "building the sample binary: " + err.Error() + "\n" + string(out)
+	}
+	return bin, ""
+}
+
+var sampleDirs []string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	for _, d := range sampleDirs {
+		os.RemoveAll(d)
+	}
+	os.Exit(code)
+}
+
+// writeManifest writes BIN.manifest.json as the generator does: the build
+// facts read back from the binary, its digest, and the inputs.
+func writeManifest(t testing.TB, bin string, edit func(*ManifestFacts)) {
+	t.Helper()
+	facts, err := ReadBuildFacts(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := FileSHA256(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := ManifestFacts{
+		GoVersion:    facts.GoVersion,
+		BuildTags:    facts.Tags,
+		Modules:      facts.Modules,
+		MainModule:   &facts.Main,
+		BinarySHA256: sum,
+		Inputs:       []Input{{Path: "workflow.toml", SHA256: strings.Repeat("ab", 32)}},
+	}
+	if edit != nil {
+		edit(&m)
+	}
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin+ManifestSuffix, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeKeyPair writes a cosign-format key pair into dir and returns the paths.
+func writeKeyPair(t testing.TB, dir, prefix string, password []byte) (key, pub string) {
+	t.Helper()
+	priv, pubPEM, err := GenerateKeyPair(password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, pub = filepath.Join(dir, prefix+".key"), filepath.Join(dir, prefix+".pub")
+	if err := os.WriteFile(key, priv, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pub, pubPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return key, pub
+}

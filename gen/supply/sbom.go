@@ -1,0 +1,151 @@
+package supply
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// CycloneDX 1.5 JSON, only the parts kiln fills.
+type cdxBOM struct {
+	BOMFormat    string          `json:"bomFormat"`
+	SpecVersion  string          `json:"specVersion"`
+	SerialNumber string          `json:"serialNumber"`
+	Version      int             `json:"version"`
+	Metadata     cdxMetadata     `json:"metadata"`
+	Components   []cdxComponent  `json:"components"`
+	Dependencies []cdxDependency `json:"dependencies"`
+}
+
+type cdxMetadata struct {
+	Timestamp string       `json:"timestamp,omitempty"`
+	Tools     cdxTools     `json:"tools"`
+	Component cdxComponent `json:"component"`
+}
+
+type cdxTools struct {
+	Components []cdxComponent `json:"components"`
+}
+
+type cdxComponent struct {
+	Type       string        `json:"type"`
+	BOMRef     string        `json:"bom-ref,omitempty"`
+	Name       string        `json:"name"`
+	Version    string        `json:"version,omitempty"`
+	Purl       string        `json:"purl,omitempty"`
+	Hashes     []cdxHash     `json:"hashes,omitempty"`
+	Properties []cdxProperty `json:"properties,omitempty"`
+}
+
+type cdxHash struct {
+	Alg     string `json:"alg"`
+	Content string `json:"content"`
+}
+
+type cdxProperty struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+type cdxDependency struct {
+	Ref       string   `json:"ref"`
+	DependsOn []string `json:"dependsOn"`
+}
+
+// sbomNamespace seeds the content-derived serial number (UUID v5), so the
+// same binary always gets the same SBOM.
+var sbomNamespace = uuid.MustParse("6b2f6f0e-6b69-4c6e-9b1d-6b696c6e7362")
+
+// SBOM returns the CycloneDX 1.5 JSON document describing the binary bin
+// (whose SHA-256 is binSHA) from its build info. It is deterministic: the
+// serial number derives from the binary digest, and the timestamp is
+// SOURCE_DATE_EPOCH's (omitted when unset).
+func SBOM(bin, binSHA string, facts *BuildFacts, toolVersion string) ([]byte, error) {
+	ts, err := SourceDate()
+	if err != nil {
+		return nil, err
+	}
+	mainRef := Purl(facts.Main.Path, facts.Main.Version)
+	props := []cdxProperty{{Name: "kiln:go_version", Value: facts.GoVersion}}
+	if len(facts.Tags) > 0 {
+		props = append(props, cdxProperty{Name: "kiln:build_tags", Value: strings.Join(facts.Tags, ",")})
+	}
+	keys := make([]string, 0, len(facts.Settings))
+	for k := range facts.Settings {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		props = append(props, cdxProperty{Name: "kiln:build_setting:" + k, Value: facts.Settings[k]})
+	}
+	bom := cdxBOM{
+		BOMFormat:    "CycloneDX",
+		SpecVersion:  "1.5",
+		SerialNumber: "urn:uuid:" + uuid.NewSHA1(sbomNamespace, []byte(binSHA)).String(),
+		Version:      1,
+		Metadata: cdxMetadata{
+			Tools: cdxTools{Components: []cdxComponent{{Type: "application", Name: "kiln", Version: toolVersion}}},
+			Component: cdxComponent{
+				Type:       "application",
+				BOMRef:     mainRef,
+				Name:       filepath.Base(bin),
+				Version:    facts.Main.Version,
+				Purl:       mainRef,
+				Hashes:     []cdxHash{{Alg: "SHA-256", Content: binSHA}},
+				Properties: props,
+			},
+		},
+		Components:   []cdxComponent{},
+		Dependencies: []cdxDependency{{Ref: mainRef, DependsOn: []string{}}},
+	}
+	if ts != nil {
+		bom.Metadata.Timestamp = ts.Format(time.RFC3339)
+	}
+	for _, m := range facts.Modules {
+		ref := Purl(m.Path, m.Version)
+		c := cdxComponent{Type: "library", BOMRef: ref, Name: m.Path, Version: m.Version, Purl: ref}
+		if h := SumHex(m.Sum); h != "" {
+			c.Hashes = []cdxHash{{Alg: "SHA-256", Content: h}}
+		}
+		if m.Replace != "" {
+			c.Properties = []cdxProperty{{Name: "kiln:replaced_by", Value: m.Replace}}
+		}
+		bom.Components = append(bom.Components, c)
+		bom.Dependencies[0].DependsOn = append(bom.Dependencies[0].DependsOn, ref)
+	}
+	return marshal(bom)
+}
+
+// SourceDate returns the time SOURCE_DATE_EPOCH names, or nil when it is
+// unset: reproducible documents carry no other time.
+func SourceDate() (*time.Time, error) {
+	v, ok := os.LookupEnv("SOURCE_DATE_EPOCH")
+	if !ok || v == "" {
+		return nil, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return nil, fmt.Errorf("SOURCE_DATE_EPOCH=%q: want a non-negative integer of seconds", v)
+	}
+	t := time.Unix(n, 0).UTC()
+	return &t, nil
+}
+
+// marshal writes indented JSON with a final newline and no HTML escaping.
+func marshal(v any) ([]byte, error) {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return []byte(b.String()), nil
+}

@@ -1,0 +1,206 @@
+package supply
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/sigstore/sigstore/pkg/signature"
+)
+
+// ManifestFacts is the part of BIN.manifest.json that verification reads.
+type ManifestFacts struct {
+	GoVersion    string   `json:"go_version"`
+	BuildTags    []string `json:"build_tags"`
+	Modules      []Module `json:"modules"`
+	MainModule   *Module  `json:"main_module"`
+	BinarySHA256 string   `json:"binary_sha256"`
+	Inputs       []Input  `json:"inputs"`
+}
+
+// Check is one verification step: what was checked (the file it concerns
+// and a short name) and its error, nil when it passed.
+type Check struct {
+	File string
+	Name string
+	Err  error
+}
+
+// Report lists every check Verify ran.
+type Report struct {
+	Checks []Check
+}
+
+// OK reports whether every check passed.
+func (r *Report) OK() bool { return r.Err() == nil }
+
+// Err returns the first failed check as an error naming its file and step.
+func (r *Report) Err() error {
+	for _, c := range r.Checks {
+		if c.Err != nil {
+			return fmt.Errorf("%s: %s: %w", c.File, c.Name, c.Err)
+		}
+	}
+	return nil
+}
+
+// Write prints one line per check.
+func (r *Report) Write(w io.Writer) {
+	for _, c := range r.Checks {
+		if c.Err != nil {
+			fmt.Fprintf(w, "FAIL %s: %s: %v\n", c.File, c.Name, c.Err)
+		} else {
+			fmt.Fprintf(w, "ok   %s: %s\n", c.File, c.Name)
+		}
+	}
+}
+
+// Verify checks a sealed binary and its sidecars, offline:
+//   - the signatures of the binary and the manifest (both required), and of
+//     the SBOM and provenance when they exist;
+//   - that the manifest's binary_sha256 is the binary's digest;
+//   - that the build info inside the binary (Go version, tags, modules)
+//     matches the manifest;
+//   - that the SBOM and the provenance name this binary's digest.
+//
+// Every step runs, so the report shows all that is wrong at once.
+func Verify(bin string, v signature.Verifier) *Report {
+	r := &Report{}
+	add := func(file, name string, err error) { r.Checks = append(r.Checks, Check{filepath.Base(file), name, err}) }
+
+	binSHA, err := FileSHA256(bin)
+	if err != nil {
+		add(bin, "read", err)
+		return r
+	}
+	add(bin, "signature", VerifyFile(v, bin))
+
+	manifest := bin + ManifestSuffix
+	if exists(manifest) {
+		add(manifest, "signature", VerifyFile(v, manifest))
+		checkManifest(bin, binSHA, add)
+	} else {
+		add(manifest, "present", errors.New("missing: kiln build writes it beside the binary, and verification needs it"))
+	}
+
+	sbom := bin + SBOMSuffix
+	if exists(sbom) {
+		add(sbom, "signature", VerifyFile(v, sbom))
+		var doc cdxBOM
+		if err := readJSON(sbom, &doc); err != nil {
+			add(sbom, "read", err)
+		} else {
+			got := ""
+			for _, h := range doc.Metadata.Component.Hashes {
+				if h.Alg == "SHA-256" {
+					got = h.Content
+				}
+			}
+			add(sbom, "binary digest", matchDigest("metadata.component SHA-256", got, binSHA, bin))
+		}
+	}
+
+	prov := bin + ProvenanceSuffix
+	if exists(prov) {
+		add(prov, "signature", VerifyFile(v, prov))
+		var st statement
+		if err := readJSON(prov, &st); err != nil {
+			add(prov, "read", err)
+		} else if len(st.Subject) != 1 {
+			add(prov, "binary digest", fmt.Errorf("want exactly one subject, found %d", len(st.Subject)))
+		} else {
+			add(prov, "binary digest", matchDigest("subject sha256", st.Subject[0].Digest["sha256"], binSHA, bin))
+		}
+	}
+	return r
+}
+
+// checkManifest compares the manifest with the binary: its digest and the
+// build info the Go linker embedded.
+func checkManifest(bin, binSHA string, add func(file, name string, err error)) {
+	manifest := bin + ManifestSuffix
+	var m ManifestFacts
+	if err := readJSON(manifest, &m); err != nil {
+		add(manifest, "read", err)
+		return
+	}
+	add(manifest, "binary digest", matchDigest("binary_sha256", m.BinarySHA256, binSHA, bin))
+	facts, err := ReadBuildFacts(bin)
+	if err != nil {
+		add(bin, "build info", err)
+		return
+	}
+	add(bin, "build info matches manifest", compareFacts(&m, facts))
+}
+
+func matchDigest(field, recorded, actual, bin string) error {
+	if recorded == "" {
+		return fmt.Errorf("%s is missing", field)
+	}
+	if !strings.EqualFold(recorded, actual) {
+		return fmt.Errorf("%s %s does not match %s (sha256 %s)", field, recorded, filepath.Base(bin), actual)
+	}
+	return nil
+}
+
+// compareFacts reports the first disagreement between the manifest and
+// the build info read from the binary.
+func compareFacts(m *ManifestFacts, f *BuildFacts) error {
+	if m.GoVersion != f.GoVersion {
+		return fmt.Errorf("Go version: manifest says %q, binary was built with %q", m.GoVersion, f.GoVersion)
+	}
+	if !slices.Equal(sorted(m.BuildTags), sorted(f.Tags)) {
+		return fmt.Errorf("build tags: manifest says %q, binary has %q", strings.Join(m.BuildTags, ","), strings.Join(f.Tags, ","))
+	}
+	if m.MainModule != nil && *m.MainModule != f.Main {
+		return fmt.Errorf("main module: manifest says %s %s, binary has %s %s", m.MainModule.Path, m.MainModule.Version, f.Main.Path, f.Main.Version)
+	}
+	want := map[string]Module{}
+	for _, mod := range m.Modules {
+		want[mod.Path] = mod
+	}
+	for _, mod := range f.Modules {
+		w, ok := want[mod.Path]
+		switch {
+		case !ok:
+			return fmt.Errorf("module %s %s is linked into the binary but not in the manifest", mod.Path, mod.Version)
+		case w != mod:
+			return fmt.Errorf("module %s: manifest says %s %s, binary has %s %s", mod.Path, w.Version, w.Sum, mod.Version, mod.Sum)
+		}
+		delete(want, mod.Path)
+	}
+	for _, mod := range m.Modules {
+		if _, left := want[mod.Path]; left {
+			return fmt.Errorf("module %s %s is in the manifest but not linked into the binary", mod.Path, mod.Version)
+		}
+	}
+	return nil
+}
+
+func sorted(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
+}
+
+func readJSON(path string, v any) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("not valid JSON: %v", err)
+	}
+	return nil
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return !errors.Is(err, fs.ErrNotExist)
+}

@@ -1,0 +1,294 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// The audit log is a log/slog logger. Events the engine emits:
+// workflow.started, workflow.<status> (completed, failed, timed_out,
+// paused, errored), node.retry and policy.denied; capability packages add
+// their own (http.auth_denied, cron.fire, ...).
+
+// AuditOptions configures NewAuditLogger. Empty fields take defaults.
+type AuditOptions struct {
+	Level  string // trace | debug | info | warn | error | off (default info)
+	Format string // text | json (default text)
+	Target string // stderr | stdout | file:PATH (default stderr)
+	// Disabled discards every event ([logging] enabled = false, --quiet).
+	Disabled bool
+	// Stdout and Stderr stand in for the process streams (tests, embedding).
+	Stdout, Stderr io.Writer
+}
+
+// NewAuditLogger builds the audit logger. Every record passes through the
+// redaction of RedactValue before it is formatted. The returned closer
+// releases a file target (a no-op for the standard streams).
+func NewAuditLogger(o AuditOptions) (*slog.Logger, io.Closer, error) {
+	level, off, err := ParseLogLevel(o.Level)
+	if err != nil {
+		return nil, nil, err
+	}
+	if o.Disabled || off {
+		return slog.New(slog.DiscardHandler), nopCloser{}, nil
+	}
+	var w io.Writer
+	var closer io.Closer = nopCloser{}
+	switch target := o.Target; {
+	case target == "" || target == "stderr":
+		w = o.Stderr
+		if w == nil {
+			w = os.Stderr
+		}
+	case target == "stdout":
+		w = o.Stdout
+		if w == nil {
+			w = os.Stdout
+		}
+	case strings.HasPrefix(target, "file:"):
+		path := strings.TrimPrefix(target, "file:")
+		if path == "" {
+			return nil, nil, fmt.Errorf("log target %q: empty file path", target)
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return nil, nil, fmt.Errorf("log target %q: %w", target, err)
+		}
+		// Append mode: several invocations may share one log file.
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return nil, nil, fmt.Errorf("log target %q: %w", target, err)
+		}
+		w, closer = &lockedWriter{w: f}, f
+	default:
+		return nil, nil, fmt.Errorf("log target %q: want stderr, stdout or file:PATH", target)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler
+	switch o.Format {
+	case "", "text":
+		h = slog.NewTextHandler(w, opts)
+	case "json":
+		h = slog.NewJSONHandler(w, opts)
+	default:
+		closer.Close()
+		return nil, nil, fmt.Errorf("log format %q: want text or json", o.Format)
+	}
+	return slog.New(&redactHandler{inner: h}), closer, nil
+}
+
+// ParseLogLevel reads a level name. An EnvFilter-style directive
+// ("info,kiln=debug") is read by its first plain level.
+func ParseLogLevel(s string) (level slog.Level, off bool, err error) {
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" || strings.Contains(part, "=") {
+			continue
+		}
+		switch strings.ToLower(part) {
+		case "trace", "debug":
+			return slog.LevelDebug, false, nil
+		case "info":
+			return slog.LevelInfo, false, nil
+		case "warn", "warning":
+			return slog.LevelWarn, false, nil
+		case "error":
+			return slog.LevelError, false, nil
+		case "off", "none":
+			return 0, true, nil
+		}
+		return 0, false, fmt.Errorf("log level %q: want trace, debug, info, warn, error or off", part)
+	}
+	return slog.LevelInfo, false, nil
+}
+
+type nopCloser struct{}
+
+func (nopCloser) Close() error { return nil }
+
+// lockedWriter serialises writes to a shared file.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// RedactedMarker replaces every registered secret value.
+const RedactedMarker = "[REDACTED]"
+
+var (
+	redactMu      sync.Mutex
+	redactSecrets = map[string]bool{}
+	redactor      atomic.Pointer[strings.Replacer]
+)
+
+// RedactValue registers a secret value: from now on it is replaced by
+// [REDACTED] in every audit record, and Redact removes it from any text the
+// process prints (outcomes, records, error messages). Everything that
+// resolves a secret must call it before the value can reach a log.
+func RedactValue(secret string) {
+	if secret == "" {
+		return
+	}
+	redactMu.Lock()
+	defer redactMu.Unlock()
+	forms := []string{secret}
+	// The value as it appears inside a JSON string (quotes, backslashes,
+	// control characters escaped), so encoded records are covered too.
+	if b, err := EncodeJSON(secret); err == nil {
+		if esc := string(b[1 : len(b)-1]); esc != secret {
+			forms = append(forms, esc)
+		}
+	}
+	added := false
+	for _, f := range forms {
+		if !redactSecrets[f] {
+			redactSecrets[f] = true
+			added = true
+		}
+	}
+	if !added {
+		return
+	}
+	all := make([]string, 0, len(redactSecrets))
+	for s := range redactSecrets {
+		all = append(all, s)
+	}
+	// Longest first: when one secret contains another, the whole of the
+	// longer one is replaced.
+	sort.Slice(all, func(i, j int) bool {
+		if len(all[i]) != len(all[j]) {
+			return len(all[i]) > len(all[j])
+		}
+		return all[i] < all[j]
+	})
+	pairs := make([]string, 0, 2*len(all))
+	for _, s := range all {
+		pairs = append(pairs, s, RedactedMarker)
+	}
+	redactor.Store(strings.NewReplacer(pairs...))
+}
+
+// Redact replaces every registered secret value in s with [REDACTED].
+func Redact(s string) string {
+	r := redactor.Load()
+	if r == nil {
+		return s
+	}
+	return r.Replace(s)
+}
+
+// RedactBytes is Redact for encoded output.
+func RedactBytes(b []byte) []byte {
+	if redactor.Load() == nil {
+		return b
+	}
+	return []byte(Redact(string(b)))
+}
+
+// redactHandler redacts the message and every attribute of each record,
+// including attributes added with With before the secret was registered:
+// it keeps With/WithGroup state itself and applies it per record, so a
+// secret registered late is still caught.
+type redactHandler struct {
+	inner slog.Handler
+	goas  []groupOrAttrs
+}
+
+type groupOrAttrs struct {
+	group string
+	attrs []slog.Attr
+}
+
+func (h *redactHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return h.inner.Enabled(ctx, l)
+}
+
+func (h *redactHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	if len(attrs) == 0 {
+		return h
+	}
+	return h.with(groupOrAttrs{attrs: attrs})
+}
+
+func (h *redactHandler) WithGroup(name string) slog.Handler {
+	if name == "" {
+		return h
+	}
+	return h.with(groupOrAttrs{group: name})
+}
+
+func (h *redactHandler) with(g groupOrAttrs) *redactHandler {
+	goas := make([]groupOrAttrs, len(h.goas), len(h.goas)+1)
+	copy(goas, h.goas)
+	return &redactHandler{inner: h.inner, goas: append(goas, g)}
+}
+
+func (h *redactHandler) Handle(ctx context.Context, r slog.Record) error {
+	attrs := make([]slog.Attr, 0, r.NumAttrs())
+	r.Attrs(func(a slog.Attr) bool {
+		attrs = append(attrs, redactAttr(a))
+		return true
+	})
+	// Rebuild the With/WithGroup nesting from the innermost group out.
+	for i := len(h.goas) - 1; i >= 0; i-- {
+		g := h.goas[i]
+		if g.group != "" {
+			attrs = []slog.Attr{{Key: g.group, Value: slog.GroupValue(attrs...)}}
+			continue
+		}
+		pre := make([]slog.Attr, 0, len(g.attrs)+len(attrs))
+		for _, a := range g.attrs {
+			pre = append(pre, redactAttr(a))
+		}
+		attrs = append(pre, attrs...)
+	}
+	out := slog.NewRecord(r.Time, r.Level, Redact(r.Message), r.PC)
+	out.AddAttrs(attrs...)
+	return h.inner.Handle(ctx, out)
+}
+
+func redactAttr(a slog.Attr) slog.Attr {
+	v := a.Value.Resolve()
+	switch v.Kind() {
+	case slog.KindString:
+		return slog.String(a.Key, Redact(v.String()))
+	case slog.KindGroup:
+		group := v.Group()
+		out := make([]slog.Attr, len(group))
+		for i, g := range group {
+			out[i] = redactAttr(g)
+		}
+		return slog.Attr{Key: a.Key, Value: slog.GroupValue(out...)}
+	case slog.KindAny:
+		x := v.Any()
+		if err, ok := x.(error); ok {
+			return slog.String(a.Key, Redact(err.Error()))
+		}
+		// Structured values are checked in their encoded form and replaced
+		// by the redacted text only when they held a secret.
+		var text string
+		if b, err := json.Marshal(x); err == nil {
+			text = string(b)
+		} else {
+			text = fmt.Sprint(x)
+		}
+		if red := Redact(text); red != text {
+			return slog.String(a.Key, red)
+		}
+	}
+	return slog.Attr{Key: a.Key, Value: v}
+}

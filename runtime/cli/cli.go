@@ -1,0 +1,444 @@
+// Package cli is the command line shared by `kiln run` (after it loaded the
+// TOML) and every sealed binary: one run with the outcome JSON on stdout,
+// or serve mode, where every compiled-in capability's listeners (HTTP
+// routes, cron, file watchers, ...) run until SIGTERM/SIGINT.
+//
+// Every flag NAME can also be given as the environment variable KILN_NAME
+// (upper case, '-' as '_'; for example KILN_STATE_DIR, KILN_DRY_RUN=1,
+// KILN_BIND); the command line wins. Logging settings fall back further to
+// the workflow's [logging] block.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/runtime/workflow"
+)
+
+// Exit codes (WORKFLOW-FORMAT §6).
+const (
+	ExitOK     = 0 // completed; serve mode stopped cleanly
+	ExitUsage  = 2 // usage or configuration error
+	ExitFailed = 5 // failed, timed out or errored
+	ExitPaused = 7 // paused for approval
+)
+
+// Options describe the process calling Main.
+type Options struct {
+	Prog     string             // name in messages ("kiln", the binary's name)
+	Workflow *workflow.Workflow // the validated workflow to run
+	// Sealed marks a sealed binary: it runs only its own workflow, so
+	// --config is refused.
+	Sealed bool
+	// Version is printed by --version ("" = the module version in the
+	// binary's build info).
+	Version string
+	Stdin   io.Reader
+	Stdout  io.Writer
+	Stderr  io.Writer
+	// Env looks up environment variables (nil = os.Getenv).
+	Env func(string) string
+}
+
+// settings are the parsed flags, after environment fallbacks. New flags
+// (resume, checkpoints, ...) add a field here, a line in defineFlags and
+// their handling in runOnce.
+type settings struct {
+	start       string
+	input       string
+	dryRun      bool
+	record      string
+	timeoutSecs int
+	stateDir    string
+	logLevel    string
+	logFormat   string
+	logTarget   string
+	quiet       bool
+	mode        string
+	drainSecs   int
+	config      string
+	version     bool
+}
+
+func defineFlags(fs *flag.FlagSet, s *settings) {
+	fs.StringVar(&s.start, "start", "", "start node `name` (default: the first [[start_nodes]] entry)")
+	fs.StringVar(&s.input, "input", "", "trigger payload: a JSON `file`, or - for stdin")
+	fs.BoolVar(&s.dryRun, "dry-run", false, "check policy but replace side effects with placeholders")
+	fs.StringVar(&s.record, "record", "", "write the run record (outcome, cost, trace) to `file`")
+	fs.IntVar(&s.timeoutSecs, "timeout-secs", 0, "run deadline in `seconds` (0: [budget].max_run_time_secs, else none)")
+	fs.StringVar(&s.stateDir, "state-dir", "", "`directory` for checkpoints (needed by pause_for_approval)")
+	fs.StringVar(&s.logLevel, "log-level", "", "audit log `level`: trace, debug, info, warn, error, off")
+	fs.StringVar(&s.logFormat, "log-format", "", "audit log `format`: text or json")
+	fs.StringVar(&s.logTarget, "log-target", "", "audit log `target`: stderr, stdout or file:PATH")
+	fs.BoolVar(&s.quiet, "quiet", false, "disable the audit log")
+	fs.StringVar(&s.mode, "mode", "", "`once` or serve (default: serve when the workflow has http routes or long-lived triggers)")
+	fs.IntVar(&s.drainSecs, "drain-timeout-secs", 30, "serve mode: `seconds` to let in-flight runs finish after SIGTERM/SIGINT")
+	fs.StringVar(&s.config, "config", "", "workflow `file` (not accepted by sealed binaries)")
+	fs.BoolVar(&s.version, "version", false, "print the version and exit")
+}
+
+// noEnv lists flags without an environment fallback.
+var noEnv = map[string]bool{"config": true, "version": true}
+
+// EnvName is the environment variable standing in for a flag.
+func EnvName(flagName string) string {
+	return "KILN_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// Main runs the CLI and returns the process exit code.
+func Main(args []string, o Options) int {
+	if o.Prog == "" {
+		o.Prog = "kiln"
+	}
+	if o.Stdin == nil {
+		o.Stdin = os.Stdin
+	}
+	if o.Stdout == nil {
+		o.Stdout = os.Stdout
+	}
+	if o.Stderr == nil {
+		o.Stderr = os.Stderr
+	}
+	if o.Env == nil {
+		o.Env = os.Getenv
+	}
+	fail := func(code int, format string, args ...any) int {
+		fmt.Fprintf(o.Stderr, "%s: %s\n", o.Prog, runtime.Redact(fmt.Sprintf(format, args...)))
+		return code
+	}
+
+	var s settings
+	fs := flag.NewFlagSet(o.Prog, flag.ContinueOnError)
+	fs.SetOutput(o.Stderr)
+	defineFlags(fs, &s)
+	exts := runtime.Extensions()
+	for _, ext := range exts {
+		if ext.Flags != nil {
+			ext.Flags(fs)
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return ExitOK
+		}
+		return ExitUsage // the flag package already printed why
+	}
+	switch rest := fs.Args(); {
+	case len(rest) == 0:
+	case len(rest) == 1 && (rest[0] == "serve" || rest[0] == "once"):
+		if s.mode == "" {
+			s.mode = rest[0]
+		}
+	default:
+		return fail(ExitUsage, "unexpected argument %q (flags go before arguments; see -h)", rest[0])
+	}
+	if err := applyEnv(fs, o.Env); err != nil {
+		return fail(ExitUsage, "%v", err)
+	}
+
+	if s.version {
+		fmt.Fprintln(o.Stdout, versionLine(o))
+		return ExitOK
+	}
+	if s.config != "" {
+		if o.Sealed {
+			return fail(ExitUsage, "--config is not accepted: a sealed binary runs only its own embedded workflow")
+		}
+		return fail(ExitUsage, "--config given, but the workflow is already loaded")
+	}
+	if o.Workflow == nil {
+		return fail(ExitUsage, "no workflow to run")
+	}
+	if s.timeoutSecs < 0 || s.drainSecs < 0 {
+		return fail(ExitUsage, "--timeout-secs and --drain-timeout-secs must not be negative")
+	}
+	serve, err := serveMode(s.mode, o.Workflow)
+	if err != nil {
+		return fail(ExitUsage, "%v", err)
+	}
+
+	audit, closeLog, err := runtime.NewAuditLogger(auditOptions(&s, o))
+	if err != nil {
+		return fail(ExitUsage, "%v", err)
+	}
+	defer closeLog.Close()
+
+	prog, err := runtime.Compile(o.Workflow, runtime.CompileOptions{})
+	if err != nil {
+		return fail(ExitUsage, "%v", err)
+	}
+	engine := &runtime.Engine{
+		Audit:    audit,
+		StateDir: s.stateDir,
+		Services: &runtime.Services{Secret: envSecret(o.Env)},
+	}
+	host := &runtime.Host{
+		Engine: engine, Program: prog, DryRun: s.dryRun, ServeMode: serve,
+		DrainTimeout: time.Duration(s.drainSecs) * time.Second,
+	}
+	if prog.Policy.AllowAll() {
+		audit.Warn("policy.allow_all", "workflow", o.Workflow.Name,
+			"detail", "the workflow declares no [policy] block: every capability is allowed (development only)")
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	// Close hooks run in reverse order of Setup, after everything stopped.
+	for _, ext := range exts {
+		if ext.Close != nil {
+			defer func(ext runtime.Extension) {
+				if err := ext.Close(); err != nil {
+					audit.Warn("extension.close_failed", "extension", ext.Name, "error", err.Error())
+				}
+			}(ext)
+		}
+	}
+	for _, ext := range exts {
+		if ext.Setup == nil {
+			continue
+		}
+		if err := ext.Setup(ctx, host); err != nil {
+			return fail(ExitUsage, "%s: %v", ext.Name, err)
+		}
+	}
+	if serve {
+		return serveLoop(ctx, stop, host, exts, o, fail)
+	}
+	return runOnce(ctx, host, &s, o, fail)
+}
+
+// applyEnv fills every flag not given on the command line from KILN_NAME.
+func applyEnv(fs *flag.FlagSet, env func(string) string) error {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if err != nil || given[f.Name] || noEnv[f.Name] {
+			return
+		}
+		name := EnvName(f.Name)
+		if v := env(name); v != "" {
+			if serr := fs.Set(f.Name, v); serr != nil {
+				err = fmt.Errorf("%s=%q: %v", name, v, serr)
+			}
+		}
+	})
+	return err
+}
+
+func auditOptions(s *settings, o Options) runtime.AuditOptions {
+	a := runtime.AuditOptions{Level: s.logLevel, Format: s.logFormat, Target: s.logTarget,
+		Disabled: s.quiet, Stdout: o.Stdout, Stderr: o.Stderr}
+	if lg := o.Workflow.Logging; lg != nil {
+		if a.Level == "" {
+			a.Level = lg.Level
+		}
+		if a.Format == "" {
+			a.Format = lg.Format
+		}
+		if a.Target == "" {
+			a.Target = lg.Target
+		}
+		if lg.Enabled != nil && !*lg.Enabled {
+			a.Disabled = true
+		}
+	}
+	return a
+}
+
+// serveMode decides between one run and serving: --mode wins; otherwise a
+// workflow with http routes or long-lived triggers serves.
+func serveMode(mode string, wf *workflow.Workflow) (bool, error) {
+	switch mode {
+	case "serve":
+		return true, nil
+	case "once":
+		return false, nil
+	case "":
+		if len(wf.HTTPRoutes) > 0 {
+			return true, nil
+		}
+		for _, t := range wf.Triggers {
+			switch t.Type {
+			case "cron", "interval", "fs_watch", "mcp.resource.updated", "mcp.resource.created":
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+	return false, fmt.Errorf("--mode %q: want once or serve", mode)
+}
+
+// envSecret is the default secret lookup (the environment), replaced by
+// the secrets family when it is compiled in. Every value it hands out is
+// registered for redaction.
+func envSecret(env func(string) string) func(string) (string, error) {
+	return func(name string) (string, error) {
+		v := env(name)
+		if v == "" {
+			return "", fmt.Errorf("secret %s is not set (no [[secrets]] registry: looked for the environment variable %s)", name, name)
+		}
+		runtime.RedactValue(v)
+		return v, nil
+	}
+}
+
+func versionLine(o Options) string {
+	v := o.Version
+	if v == "" {
+		v = "(devel)"
+		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+			v = bi.Main.Version
+		}
+	}
+	line := o.Prog + " " + v
+	if o.Workflow != nil {
+		line += " (workflow " + o.Workflow.Name + ")"
+	}
+	return line
+}
+
+// ExitCode maps a run status to the process exit code.
+func ExitCode(status string) int {
+	switch status {
+	case runtime.StatusCompleted:
+		return ExitOK
+	case runtime.StatusPaused:
+		return ExitPaused
+	}
+	return ExitFailed
+}
+
+// runOnce performs one manual run and prints its outcome.
+func runOnce(ctx context.Context, h *runtime.Host, s *settings, o Options, fail func(int, string, ...any) int) int {
+	if _, err := h.Program.Entry(s.start); err != nil {
+		return fail(ExitUsage, "%v", err)
+	}
+	var payload any
+	if s.input != "" {
+		p, err := readInput(s.input, o.Stdin)
+		if err != nil {
+			return fail(ExitUsage, "--input: %v", err)
+		}
+		payload = p
+	}
+	rep := h.Fire(ctx, runtime.RunOptions{
+		Start:   s.start,
+		Trigger: runtime.MakeTrigger("manual", payload),
+		Timeout: time.Duration(s.timeoutSecs) * time.Second,
+	})
+	out, err := runtime.EncodeJSONIndent(rep.Outcome)
+	if err != nil {
+		return fail(ExitFailed, "encode outcome: %v", err)
+	}
+	fmt.Fprintf(o.Stdout, "%s\n", runtime.RedactBytes(out))
+	if rep.Outcome.Status == runtime.StatusErrored {
+		fmt.Fprintf(o.Stderr, "%s: %s\n", o.Prog, runtime.Redact(rep.Outcome.Reason))
+	}
+	if s.record != "" {
+		data, err := rep.Record()
+		if err == nil {
+			err = runtime.WriteFileAtomic(s.record, append(runtime.RedactBytes(data), '\n'), 0o600)
+		}
+		if err != nil {
+			return fail(ExitUsage, "--record: %v", err)
+		}
+	}
+	return ExitCode(rep.Outcome.Status)
+}
+
+func readInput(name string, stdin io.Reader) (any, error) {
+	var data []byte
+	var err error
+	if name == "-" {
+		data, err = io.ReadAll(io.LimitReader(stdin, 64<<20))
+	} else {
+		data, err = os.ReadFile(name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	v, err := runtime.DecodeJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s is not valid JSON: %v", name, err)
+	}
+	return v, nil
+}
+
+// serveLoop runs every extension's listeners until a signal (or the first
+// listener failure), then cancels them and waits for them to drain.
+func serveLoop(ctx context.Context, stop context.CancelFunc, h *runtime.Host, exts []runtime.Extension,
+	o Options, fail func(int, string, ...any) int) int {
+	var listeners []runtime.Listener
+	for _, ext := range exts {
+		if ext.Listeners == nil {
+			continue
+		}
+		ls, err := ext.Listeners(h)
+		if err != nil {
+			return fail(ExitUsage, "%s: %v", ext.Name, err)
+		}
+		listeners = append(listeners, ls...)
+	}
+	if len(listeners) == 0 {
+		return fail(ExitUsage, "serve mode: nothing to serve (the workflow declares no http routes or triggers a compiled-in capability listens for)")
+	}
+	audit := h.Engine.Audit
+	names := make([]string, len(listeners))
+	for i, l := range listeners {
+		names[i] = l.Name()
+	}
+	audit.Info("serve.started", "workflow", o.Workflow.Name, "listeners", strings.Join(names, ","))
+
+	type result struct {
+		name string
+		err  error
+	}
+	done := make(chan result, len(listeners))
+	for _, l := range listeners {
+		go func(l runtime.Listener) { done <- result{l.Name(), l.Serve(ctx)} }(l)
+	}
+	code, running := ExitOK, len(listeners)
+	select {
+	case <-ctx.Done():
+	case r := <-done:
+		running--
+		if r.err != nil {
+			code = fail(ExitUsage, "listener %s: %v", r.name, r.err)
+		} else {
+			audit.Warn("serve.listener_stopped", "listener", r.name)
+		}
+	}
+	stop() // cancel every listener; a second signal now kills the process
+	audit.Info("serve.draining", "listeners", running, "drain_timeout_secs", int(h.DrainTimeout/time.Second))
+	// Listeners drain in-flight runs within DrainTimeout themselves; the
+	// grace on top covers their own shutdown.
+	deadline := time.After(h.DrainTimeout + 2*time.Second)
+	for running > 0 {
+		select {
+		case r := <-done:
+			running--
+			if r.err != nil && !errors.Is(r.err, context.Canceled) {
+				audit.Warn("serve.listener_error", "listener", r.name, "error", r.err.Error())
+			}
+		case <-deadline:
+			audit.Warn("serve.drain_timeout", "listeners_still_running", running)
+			running = 0
+		}
+	}
+	audit.Log(context.Background(), slog.LevelInfo, "serve.stopped", "exit_code", strconv.Itoa(code))
+	return code
+}
