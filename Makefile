@@ -38,9 +38,16 @@ test: tools vet
 
 demo: build
 
+# bench: HTTP serve mode, 10,000 requests at concurrency 64 against a
+# one-node workflow route and a bare net/http handler (ratio target 0.8).
 bench:
+	$(GO) run ./capabilities/http/internal/bench -requests 10000 -concurrency 64
 
+# fuzz: 60 s of the loader + validator fuzz target (seeded from every
+# workflow in testdata and examples); FUZZTIME=10m for a longer run.
+FUZZTIME ?= 60s
 fuzz:
+	$(GO) test ./gen -run '^$$' -fuzz '^FuzzLoadValidate$$' -fuzztime $(FUZZTIME)
 
 clean:
 	rm -rf $(CACHE)

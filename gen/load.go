@@ -68,7 +68,13 @@ const maxLoadDepth = 32
 // wf.Assets. It returns a *ParseError for unreadable or malformed input and
 // a *ValidationError listing every issue of a well-formed but invalid one.
 func Load(path string, opts LoadOptions) (*workflow.Workflow, error) {
-	l := newLoader(osReadFile)
+	return load(path, opts, osReadFile)
+}
+
+// load is Load with the file reader as a parameter (tests and the fuzz
+// target read from memory).
+func load(path string, opts LoadOptions, read func(string) ([]byte, error)) (*workflow.Workflow, error) {
+	l := newLoader(read)
 	l.setSigning(opts)
 	wf, err := l.loadRoot(path)
 	if err != nil {

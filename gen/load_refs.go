@@ -23,6 +23,8 @@ type loader struct {
 	// children and assets that could not be loaded, and why. The validator
 	// turns them into issues at the declaring node.
 	failures map[*workflow.Workflow]map[string]*loadFailure
+	// files holds what was read, by absolute path: each file is read once.
+	files map[string][]byte
 	// sign checks workflow signatures (wfsign.go).
 	sign signState
 }
@@ -38,6 +40,7 @@ func newLoader(read func(string) ([]byte, error)) *loader {
 		read:     read,
 		cache:    map[string]*workflow.Workflow{},
 		failures: map[*workflow.Workflow]map[string]*loadFailure{},
+		files:    map[string][]byte{},
 	}
 }
 
@@ -66,7 +69,7 @@ func osReadFile(path string) ([]byte, error) {
 }
 
 func (l *loader) loadRoot(path string) (*workflow.Workflow, error) {
-	data, err := l.read(path)
+	data, err := l.readOnce(path)
 	if err != nil {
 		return nil, &ParseError{File: path, Msg: "cannot read: " + readErrText(err)}
 	}
@@ -105,11 +108,11 @@ func absPath(p string) string {
 // compatibility with the reference runtime. It returns the path to read.
 func (l *loader) resolve(dir, p string) (string, []byte, error) {
 	if filepath.IsAbs(p) {
-		data, err := l.read(p)
+		data, err := l.readOnce(p)
 		return p, data, err
 	}
 	first := filepath.Join(dir, p)
-	data, err := l.read(first)
+	data, err := l.readOnce(first)
 	if err == nil {
 		return first, data, nil
 	}
@@ -119,7 +122,7 @@ func (l *loader) resolve(dir, p string) (string, []byte, error) {
 	if absPath(first) == absPath(p) {
 		return first, nil, notFoundError{dir}
 	}
-	data, err2 := l.read(p)
+	data, err2 := l.readOnce(p)
 	if err2 == nil {
 		return p, data, nil
 	}
@@ -127,6 +130,19 @@ func (l *loader) resolve(dir, p string) (string, []byte, error) {
 		return p, nil, err2
 	}
 	return first, nil, notFoundError{dir + " and the working directory"}
+}
+
+// readOnce reads p, or returns what an earlier read of the same file gave.
+func (l *loader) readOnce(p string) ([]byte, error) {
+	key := absPath(p)
+	if data, ok := l.files[key]; ok {
+		return data, nil
+	}
+	data, err := l.read(p)
+	if err == nil {
+		l.files[key] = data
+	}
+	return data, err
 }
 
 // notFoundError says where a relative path was looked for.

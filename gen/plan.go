@@ -69,6 +69,9 @@ func NewPlan(wf *workflow.Workflow, opts PlanOptions) (*Plan, error) {
 		CapabilityKeys: catalog.KeysOf(u.Families),
 		Inputs:         inputs,
 	}
+	if m.TablesSHA256, err = manifest.TablesDigest(wf); err != nil {
+		return nil, err
+	}
 	for _, id := range u.Families {
 		f, _ := catalog.Lookup(id)
 		m.Families = append(m.Families, manifest.Family{ID: f.ID, Package: f.Package, Tag: f.Tag, Keys: f.Keys})

@@ -180,10 +180,14 @@ func (c *checker) checkEntries(inDegree map[string]int, succ map[string][]string
 	}
 	var entries []string
 	needRoot := len(c.wf.StartNodes) == 0
+	unknownEntry := false
 	for _, s := range c.wf.StartNodes {
-		if s.EntryNode == "" {
+		switch {
+		case s.EntryNode == "":
 			needRoot = true
-		} else if c.nodes[s.EntryNode] != nil {
+		case c.nodes[s.EntryNode] == nil:
+			unknownEntry = true // reported as unknown_entry_node
+		default:
 			entries = append(entries, s.EntryNode)
 		}
 	}
@@ -198,6 +202,8 @@ func (c *checker) checkEntries(inDegree map[string]int, succ map[string][]string
 		// Every root counts as an entry, so one missing entry_node does
 		// not also flag every other root unreachable.
 		entries = append(entries, roots...)
+	} else if unknownEntry {
+		entries = append(entries, roots...) // do not cascade into unreachable_node
 	}
 	if cyclic && len(entries) == 0 {
 		return // reachability says nothing useful until the cycle is fixed

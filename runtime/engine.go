@@ -318,6 +318,9 @@ func (e *Engine) Run(ctx context.Context, p *Program, opts RunOptions) *Report {
 	if id == "" {
 		id = NewExecutionID()
 	}
+	if opts.Resume != nil {
+		id = opts.Resume.RunID // a resumed run keeps its id
+	}
 	trig := opts.Trigger
 	if trig == nil {
 		trig = MakeTrigger("manual", nil)
@@ -330,10 +333,10 @@ func (e *Engine) Run(ctx context.Context, p *Program, opts RunOptions) *Report {
 		DryRun:      opts.DryRun,
 		Counters:    &Counters{},
 		budget:      &budget{},
-		outputs:     map[string]any{},
+		outputs:     make(map[string]any, len(p.order)),
 		trigger:     trig,
 		loops:       map[int]int{},
-		trace:       &Trace{ExecutionID: id, Entries: []TraceEntry{}},
+		trace:       newTrace(id, len(p.order)),
 	}
 	if b := p.Workflow.Budget; b != nil {
 		run.budget.maxTokens = b.MaxLLMTokens
@@ -349,7 +352,7 @@ func (e *Engine) Run(ctx context.Context, p *Program, opts RunOptions) *Report {
 	if opts.Start == "" {
 		run.StartNode = p.DefaultStart()
 	}
-	out := run.execute(ctx, opts)
+	out := run.durable(ctx, opts) // execute, with checkpoint lock and settling (durable.go)
 	return &Report{
 		Workflow:    p.Workflow.Name,
 		StartNode:   run.StartNode,
@@ -382,10 +385,10 @@ func (r *Run) RunChild(ctx context.Context, child *Program, start string, input 
 		Counters:    r.Counters,
 		budget:      r.budget,
 		parent:      r,
-		outputs:     map[string]any{},
+		outputs:     make(map[string]any, len(child.order)),
 		trigger:     MakeTrigger(kind, input),
 		loops:       map[int]int{},
-		trace:       &Trace{ExecutionID: id, Entries: []TraceEntry{}},
+		trace:       newTrace(id, len(child.order)),
 	}
 	if start == "" {
 		c.StartNode = child.DefaultStart()
@@ -463,15 +466,20 @@ func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 		cur = entry
 	}
 
+	// One clock reading per step serves both the deadline check before the
+	// node and the elapsed time of the node before it.
+	prev := started
 	for steps := 0; ; steps++ {
 		if steps >= MaxSteps {
 			return r.errored(Errorf(ClassWorkflow, "step cap of %d nodes reached (a loop edge or cycle ran away)", MaxSteps))
 		}
 		// The deadline is checked before every node, so a run never starts
 		// a node after its time is up.
-		if !r.Deadline.IsZero() && !e.now().Before(r.Deadline) {
+		now := e.now()
+		if r.finishTrace(now.Sub(prev)); !r.Deadline.IsZero() && !now.Before(r.Deadline) {
 			return r.timedOut(started)
 		}
+		prev = now
 		if err := ctx.Err(); err != nil {
 			if errors.Is(err, context.DeadlineExceeded) {
 				return r.timedOut(started)
@@ -483,13 +491,14 @@ func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 			return r.errored(Errorf(ClassWorkflow, "unknown node %q", cur))
 		}
 		r.last = cur
-		res, elapsed, err := r.execNode(ctx, pn)
+		res, err := r.execNode(ctx, pn)
 		if err != nil {
 			ee := AsError(err)
 			if ee.Node == "" {
 				ee.Node, ee.Kind = pn.node.ID, pn.node.Type
 			}
-			r.appendTrace(pn, "error", "", nil, elapsed)
+			r.appendTrace(pn, "error", "", nil)
+			r.finishTrace(e.now().Sub(prev))
 			if ee.Class == ClassTimeout || errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				return r.timedOut(started)
 			}
@@ -504,7 +513,10 @@ func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 			r.respond = res.Respond
 		}
 		r.mu.Unlock()
-		r.appendTrace(pn, res.Action.String(), res.Branch, res.Value, elapsed)
+		r.appendTrace(pn, res.Action.String(), res.Branch, res.Value)
+		if res.Action != Continue {
+			r.finishTrace(e.now().Sub(prev))
+		}
 
 		switch res.Action {
 		case Terminate:
@@ -520,10 +532,11 @@ func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 		}
 
 		next, err := r.selectEdge(pn, res.Branch)
-		if err != nil {
-			return r.errored(err)
-		}
-		if next == "" {
+		if err != nil || next == "" {
+			r.finishTrace(e.now().Sub(prev))
+			if err != nil {
+				return r.errored(err)
+			}
 			return r.completed(res.Value)
 		}
 		if opts.CheckpointEachNode && r.Depth == 0 {
@@ -535,17 +548,29 @@ func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 	}
 }
 
-func (r *Run) appendTrace(pn *programNode, outcome, branch string, output any, elapsed time.Duration) {
+func newTrace(id string, nodes int) *Trace {
+	return &Trace{ExecutionID: id, Entries: make([]TraceEntry, 0, min(nodes, 64))}
+}
+
+// appendTrace records a node that just ran; its elapsed time is filled in
+// by finishTrace at the next clock reading.
+func (r *Run) appendTrace(pn *programNode, outcome, branch string, output any) {
 	var b any
 	if branch != "" {
 		b = branch
 	}
-	r.mu.Lock()
 	r.trace.Entries = append(r.trace.Entries, TraceEntry{
-		NodeID: pn.node.ID, Kind: pn.node.Type, Outcome: outcome, Branch: b,
-		Output: output, ElapsedMS: elapsed.Milliseconds(),
+		NodeID: pn.node.ID, Kind: pn.node.Type, Outcome: outcome, Branch: b, Output: output, ElapsedMS: -1,
 	})
-	r.mu.Unlock()
+}
+
+// finishTrace sets the elapsed time of the last trace entry if still open.
+// Only the run's own goroutine touches the trace until the run ends, so
+// this needs no lock.
+func (r *Run) finishTrace(elapsed time.Duration) {
+	if n := len(r.trace.Entries); n > 0 && r.trace.Entries[n-1].ElapsedMS < 0 {
+		r.trace.Entries[n-1].ElapsedMS = elapsed.Milliseconds()
+	}
 }
 
 // selectEdge picks the out-edge that fires for branch; "" means dead-end.
@@ -597,7 +622,7 @@ func (r *Run) selectEdge(pn *programNode, branch string) (string, error) {
 
 // execNode runs one node with its retry policy. Every attempt counts as a
 // node execution, every failed attempt as a node failure.
-func (r *Run) execNode(ctx context.Context, pn *programNode) (res Result, elapsed time.Duration, err error) {
+func (r *Run) execNode(ctx context.Context, pn *programNode) (res Result, err error) {
 	e := r.Engine
 	attempts, backoff, on, jitter := 1, 100, "any", 0.0
 	if rt := pn.node.Retry; rt != nil {
@@ -612,7 +637,6 @@ func (r *Run) execNode(ctx context.Context, pn *programNode) (res Result, elapse
 		}
 		jitter = rt.Jitter
 	}
-	begin := e.now()
 	for attempt := 1; ; attempt++ {
 		r.Counters.NodeExecutions.Add(1)
 		res, err = r.safeCall(ctx, pn, attempt)
@@ -639,7 +663,7 @@ func (r *Run) execNode(ctx context.Context, pn *programNode) (res Result, elapse
 			break
 		}
 	}
-	return res, e.now().Sub(begin), err
+	return res, err
 }
 
 func (r *Run) safeCall(ctx context.Context, pn *programNode, attempt int) (res Result, err error) {

@@ -70,6 +70,10 @@ func init() {
 		}
 		return runtime.Next(c.Run.Trigger()["input"]), nil
 	})
+	// ctest_write accounts 400 KiB against the fs-write budget.
+	reg("ctest_write", func(ctx context.Context, c *runtime.Call) (runtime.Result, error) {
+		return runtime.Next(nil), c.Run.AddFSWrite(400 << 10)
+	})
 	reg("ctest_mark", func(ctx context.Context, c *runtime.Call) (runtime.Result, error) {
 		return runtime.Next("error edge taken"), nil
 	})
@@ -514,5 +518,29 @@ workflow = "deny.toml"
 	rep := e.Run(context.Background(), p, runtime.RunOptions{})
 	if rep.Outcome.Status != runtime.StatusErrored || !strings.Contains(rep.Outcome.Reason, "denied") {
 		t.Fatalf("override: %+v", rep.Outcome)
+	}
+}
+
+func TestMapCannotOutspendTheRunBudget(t *testing.T) {
+	p := build(t, `
+name = "parent"
+[budget]
+max_fs_write_mb = 1
+[[nodes]]
+id = "each"
+type = "map"
+items_from = "trigger.items"
+workflow = "write.toml"
+max_items = 5
+max_concurrent = 1
+`, map[string]string{"write.toml": "name = \"w\"\n[[nodes]]\nid = \"w\"\ntype = \"ctest_write\"\n"})
+	// Two writes of 400 KiB fit in 1 MiB; the third does not.
+	rep := run(t, p, map[string]any{"items": []any{1, 2}}, 0)
+	if rep.Outcome.Status != runtime.StatusCompleted {
+		t.Fatalf("two writes: %+v", rep.Outcome)
+	}
+	rep = run(t, p, map[string]any{"items": []any{1, 2, 3}}, 0)
+	if o := rep.Outcome; o.Status != runtime.StatusErrored || !strings.Contains(o.Reason, "max_fs_write_mb") || o.Err.Class != runtime.ClassBudget {
+		t.Fatalf("three writes: %+v", o)
 	}
 }

@@ -35,15 +35,18 @@ var (
 )
 
 // ParseSchedule parses a 5- or 6-field cron expression or a descriptor.
-func ParseSchedule(expr string) (robfig.Schedule, error) {
+func ParseSchedule(expr string) (s robfig.Schedule, err error) {
+	// robfig/cron panics on some malformed TZ= prefixes ("CRON_TZ=UTC"
+	// with nothing after it).
+	defer func() {
+		if recover() != nil {
+			s, err = nil, fmt.Errorf("cron schedule %q is malformed", expr)
+		}
+	}()
 	body := strings.TrimSpace(expr)
 	if strings.HasPrefix(body, "CRON_TZ=") || strings.HasPrefix(body, "TZ=") {
 		_, body, _ = strings.Cut(body, " ")
 	}
-	var (
-		s   robfig.Schedule
-		err error
-	)
 	switch n := len(strings.Fields(body)); {
 	case strings.HasPrefix(body, "@"):
 		s, err = fiveField.Parse(expr)

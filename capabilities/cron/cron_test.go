@@ -37,7 +37,7 @@ func TestParseSchedule(t *testing.T) {
 			t.Fatalf("%s: next %v, want %v", tc.expr, got, tc.next)
 		}
 	}
-	for _, bad := range []string{"", "* * * *", "* * * * * * *", "61 * * * *", "*/x * * * *", "@fortnightly"} {
+	for _, bad := range []string{"", "* * * *", "* * * * * * *", "61 * * * *", "*/x * * * *", "@fortnightly", "CRON_TZ=UTC", "TZ=Nowhere/Land * * * * *"} {
 		_, err := ParseSchedule(bad)
 		if err == nil {
 			t.Fatalf("%q parsed", bad)

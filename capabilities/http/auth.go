@@ -20,16 +20,10 @@ import (
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
-// Principal is who a request authenticated as; it is injected into the
-// run as trigger.principal = {kind, name}.
-type Principal struct {
-	Kind string
-	Name string
-}
-
 // Verifier checks one request's credentials. body is the raw request
-// body (hmac signs it). A non-nil error is a denial; its text is the 401
-// detail, so it must never contain a secret.
+// body (hmac signs it). The name it returns and the auth kind become the
+// run's trigger.principal = {kind, name}. A non-nil error is a denial;
+// its text is the 401 detail, so it must never contain a secret.
 type Verifier interface {
 	Verify(r *http.Request, body []byte) (name string, err error)
 }

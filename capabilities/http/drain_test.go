@@ -20,7 +20,7 @@ func TestDrainFinishesInFlightRuns(t *testing.T) {
 
 	stopped := make(chan error, 1)
 	go func() { stopped <- ts.stop(t) }()
-	waitFor(t, func() bool { return ts.draining.Load() })
+	waitFor(t, func() bool { return strings.Contains(ts.Audit.String(), "http.draining") })
 	// No longer accepting: new connections are refused.
 	waitFor(t, func() bool {
 		c, err := net.DialTimeout("tcp", strings.TrimPrefix(ts.URL, "http://"), time.Second)

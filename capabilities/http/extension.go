@@ -3,6 +3,7 @@ package http
 import (
 	"flag"
 	"os"
+	"time"
 
 	"github.com/kilnworks/kiln/runtime"
 )
@@ -24,7 +25,12 @@ func init() {
 			if len(h.Program.Workflow.HTTPRoutes) == 0 {
 				return nil, nil
 			}
-			s, err := New(h, Config{Addr: flagBind})
+			// The CLI's --drain-timeout-secs; 0 there means no grace.
+			drain := h.DrainTimeout
+			if drain <= 0 {
+				drain = time.Nanosecond
+			}
+			s, err := New(h, Config{Addr: flagBind, DrainTimeout: drain})
 			if err != nil {
 				return nil, err
 			}

@@ -120,7 +120,7 @@ type setup struct {
 }
 
 // newHost compiles a workflow from TOML text.
-func newHost(t *testing.T, src string, st setup) *runtime.Host {
+func newHost(t testing.TB, src string, st setup) *runtime.Host {
 	t.Helper()
 	wf, err := gen.Decode("workflow.toml", []byte(src))
 	if err != nil {
@@ -167,10 +167,9 @@ func serve(t *testing.T, s *Server, buf *syncBuffer, useTLS bool) *testServer {
 		scheme = "https"
 	}
 	ts.URL = scheme + "://" + ln.Addr().String()
-	tr := &http.Transport{}
-	ts.Client = &http.Client{Transport: tr, Timeout: 20 * time.Second}
+	ts.Client = newClient()
 	t.Cleanup(func() {
-		tr.CloseIdleConnections()
+		ts.Client.CloseIdleConnections()
 		ts.stop(t)
 	})
 	return ts
@@ -239,7 +238,7 @@ func (ts *testServer) sendErr(req *http.Request) (resp, error) {
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
 	out := resp{code: res.StatusCode, header: res.Header, body: string(b), tls: res.TLS}
-	if strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") {
+	if strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") && len(b) > 0 {
 		v, err := runtime.DecodeJSON(b)
 		if err != nil {
 			return out, fmt.Errorf("reply is not JSON: %v: %s", err, b)
@@ -293,4 +292,8 @@ func mustRequest(t *testing.T, method, url, body string) *http.Request {
 
 func newTestAudit(buf *syncBuffer) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(buf, nil))
+}
+
+func newClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{}, Timeout: 20 * time.Second}
 }

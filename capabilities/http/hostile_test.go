@@ -180,3 +180,16 @@ loop:
 	// The server still serves.
 	ts.do(t, "POST", "/hook", `{}`).expect(t, 200)
 }
+
+// TestLongRunOutlivesWriteTimeout: the write timeout guards slow
+// readers of the reply, not the workflow; a run longer than it is still
+// answered.
+func TestLongRunOutlivesWriteTimeout(t *testing.T) {
+	g := resetGate()
+	ts := start(t, wf("block", ""), setup{cfg: Config{WriteTimeout: 200 * time.Millisecond}})
+	go func() { time.Sleep(600 * time.Millisecond); close(g) }()
+	r := ts.do(t, "POST", "/hook", `{}`).expect(t, 200)
+	if r.at("final_value.released") != true {
+		t.Fatalf("body %s", r.body)
+	}
+}

@@ -24,56 +24,56 @@ var latencyBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
 type metrics struct {
 	workflow string
 
-	mu       sync.Mutex
-	runs     map[string]int64 // by top-level status
-	cost     map[string]int64 // summed Counters.Snapshot()
-	requests map[[2]string]int64
-	latency  map[string]*histogram // by route
+	mu      sync.Mutex
+	runs    map[string]int64 // by top-level status
+	cost    [len(costMetrics)]int64
+	latency map[string]*histogram // by route
 }
 
+// histogram is one route's latency histogram and status code counts.
 type histogram struct {
+	codes  map[int]int64
 	counts []int64 // per bucket, not cumulative
 	sum    float64
 	count  int64
 }
 
 func newMetrics(workflow string, routes []string) *metrics {
-	m := &metrics{workflow: workflow, runs: map[string]int64{}, cost: map[string]int64{},
-		requests: map[[2]string]int64{}, latency: map[string]*histogram{}}
+	m := &metrics{workflow: workflow, runs: map[string]int64{}, latency: map[string]*histogram{}}
 	for _, s := range []string{runtime.StatusCompleted, runtime.StatusFailed, runtime.StatusTimedOut,
 		runtime.StatusPaused, runtime.StatusErrored} {
 		m.runs[s] = 0
 	}
-	for k := range (&runtime.Counters{}).Snapshot() {
-		m.cost[k] = 0
-	}
 	for _, r := range routes {
-		m.latency[r] = &histogram{counts: make([]int64, len(latencyBuckets))}
+		m.latency[r] = &histogram{codes: map[int]int64{}, counts: make([]int64, len(latencyBuckets))}
 	}
 	return m
 }
 
 // observeRun adds a finished run's outcome and cost.
 func (m *metrics) observeRun(rep *runtime.Report) {
-	snap := rep.Counters.Snapshot()
+	var cost [len(costMetrics)]int64
+	for i, c := range costMetrics {
+		cost[i] = c.read(rep.Counters)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.runs[rep.Outcome.Status]++
-	for k, v := range snap {
-		m.cost[k] += v
+	for i, v := range cost {
+		m.cost[i] += v
 	}
 }
 
 // observeRequest records one answered request on a declared route.
 func (m *metrics) observeRequest(route string, code int, d time.Duration) {
+	s := d.Seconds()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.requests[[2]string{route, strconv.Itoa(code)}]++
 	h := m.latency[route]
 	if h == nil {
 		return
 	}
-	s := d.Seconds()
+	h.codes[code]++
 	for i, le := range latencyBuckets {
 		if s <= le {
 			h.counts[i]++
@@ -84,13 +84,21 @@ func (m *metrics) observeRequest(route string, code int, d time.Duration) {
 	h.count++
 }
 
-// costMetrics maps Counters.Snapshot keys to exposed counter names.
-var costMetrics = []struct{ key, name, help string }{
-	{"node_executions", "kiln_node_executions_total", "Node executions (including retries and child workflows)."},
-	{"node_failures", "kiln_node_failures_total", "Node executions that ended in an error."},
-	{"policy_denials", "kiln_policy_denials_total", "Policy denials."},
-	{"llm_calls", "kiln_llm_calls_total", "Intelligence calls."},
-	{"llm_tokens", "kiln_llm_tokens_total", "Intelligence tokens used (prompt + completion)."},
+// costMetrics are the run cost counters exposed, summed over runs.
+var costMetrics = [...]struct {
+	name, help string
+	read       func(*runtime.Counters) int64
+}{
+	{"kiln_node_executions_total", "Node executions (including retries and child workflows).",
+		func(c *runtime.Counters) int64 { return c.NodeExecutions.Load() }},
+	{"kiln_node_failures_total", "Node executions that ended in an error.",
+		func(c *runtime.Counters) int64 { return c.NodeFailures.Load() }},
+	{"kiln_policy_denials_total", "Policy denials.",
+		func(c *runtime.Counters) int64 { return c.PolicyDenials.Load() }},
+	{"kiln_llm_calls_total", "Intelligence calls.",
+		func(c *runtime.Counters) int64 { return c.LLMCalls.Load() }},
+	{"kiln_llm_tokens_total", "Intelligence tokens used (prompt + completion).",
+		func(c *runtime.Counters) int64 { return c.LLMTokens.Load() }},
 }
 
 // write renders the exposition.
@@ -104,24 +112,22 @@ func (m *metrics) write(w io.Writer) error {
 	for _, s := range runtime.SortedKeys(m.runs) {
 		fmt.Fprintf(&b, "kiln_runs_total{%s,status=\"%s\"} %d\n", wf, escapeLabel(s), m.runs[s])
 	}
-	for _, c := range costMetrics {
+	for i, c := range costMetrics {
 		header(&b, c.name, "counter", c.help)
-		fmt.Fprintf(&b, "%s{%s} %d\n", c.name, wf, m.cost[c.key])
+		fmt.Fprintf(&b, "%s{%s} %d\n", c.name, wf, m.cost[i])
 	}
 
 	header(&b, "kiln_http_requests_total", "counter", "Requests answered on declared routes, by route and status code.")
-	keys := make([][2]string, 0, len(m.requests))
-	for k := range m.requests {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i][0] != keys[j][0] {
-			return keys[i][0] < keys[j][0]
+	for _, route := range runtime.SortedKeys(m.latency) {
+		h := m.latency[route]
+		codes := make([]int, 0, len(h.codes))
+		for c := range h.codes {
+			codes = append(codes, c)
 		}
-		return keys[i][1] < keys[j][1]
-	})
-	for _, k := range keys {
-		fmt.Fprintf(&b, "kiln_http_requests_total{%s,route=\"%s\",code=\"%s\"} %d\n", wf, escapeLabel(k[0]), k[1], m.requests[k])
+		sort.Ints(codes)
+		for _, c := range codes {
+			fmt.Fprintf(&b, "kiln_http_requests_total{%s,route=\"%s\",code=\"%d\"} %d\n", wf, escapeLabel(route), c, h.codes[c])
+		}
 	}
 
 	const hname = "kiln_http_request_duration_seconds"

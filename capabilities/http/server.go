@@ -91,14 +91,12 @@ type Server struct {
 	tls     *tlsState  // nil: plain HTTP
 
 	verifiers atomic.Pointer[map[string]Verifier] // by authRef; swapped on SIGHUP
-	draining  atomic.Bool
 
 	// runCtx outlives requests: a client hanging up does not abort a
 	// run; only an expired drain cancels it.
 	runCtx     context.Context
 	cancelRuns context.CancelFunc
 	runs       sync.WaitGroup
-	addr       atomic.Pointer[string]
 }
 
 // New validates the host's routes and builds the server. Every
@@ -111,7 +109,7 @@ func New(h *runtime.Host, cfg Config) (*Server, error) {
 	wf := h.Program.Workflow
 	s := &Server{host: h, cfg: cfg, audit: h.Engine.Audit, now: hostNow(h), routes: map[string]map[string]*route{}}
 	if s.audit == nil {
-		s.audit = slog.New(slog.NewTextHandler(io.Discard, nil))
+		s.audit = slog.New(slog.DiscardHandler)
 	}
 	s.audit = s.audit.With("workflow", wf.Name)
 	var names []string
@@ -269,14 +267,6 @@ func (s *Server) Reload() error {
 // Name implements runtime.Listener.
 func (s *Server) Name() string { return "http" }
 
-// Addr is the bound address once serving ("" before).
-func (s *Server) Addr() string {
-	if a := s.addr.Load(); a != nil {
-		return *a
-	}
-	return ""
-}
-
 // Serve binds cfg.Addr and serves until ctx is cancelled, then drains.
 func (s *Server) Serve(ctx context.Context) error {
 	ln, err := net.Listen("tcp", s.cfg.Addr)
@@ -309,7 +299,6 @@ func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
 		ln = tls.NewListener(ln, s.tls.config())
 	}
 	addr := ln.Addr().String()
-	s.addr.Store(&addr)
 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -332,20 +321,20 @@ func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
 }
 
 func (s *Server) drain(srv *http.Server, errc chan error) error {
-	s.draining.Store(true)
 	s.audit.Info("http.draining", "timeout_ms", s.cfg.DrainTimeout.Milliseconds())
 	dctx, cancel := context.WithTimeout(context.Background(), s.cfg.DrainTimeout)
 	defer cancel()
 	if err := srv.Shutdown(dctx); err != nil {
 		// Out of time: stop the remaining runs and give their handlers a
-		// moment to answer and release idempotency claims.
+		// moment (within the CLI's grace) to answer and release
+		// idempotency claims.
 		s.audit.Warn("http.drain_timeout", "error", err.Error())
 		s.cancelRuns()
 		done := make(chan struct{})
 		go func() { s.runs.Wait(); close(done) }()
 		select {
 		case <-done:
-		case <-time.After(5 * time.Second):
+		case <-time.After(time.Second):
 		}
 		_ = srv.Close()
 	}
@@ -374,6 +363,10 @@ type recorder struct {
 	http.ResponseWriter
 	code int
 }
+
+// Unwrap lets http.ResponseController reach the connection (write
+// deadlines).
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 func (r *recorder) WriteHeader(code int) {
 	if r.code == 0 {
@@ -427,11 +420,7 @@ func (s *Server) builtin(w http.ResponseWriter, r *http.Request) {
 	case "/healthz":
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "workflow": s.host.Program.Workflow.Name})
 	case "/readyz":
-		ready, why := s.host.Ready()
-		if s.draining.Load() {
-			ready, why = false, append(why, "http: draining")
-		}
-		if !ready {
+		if ready, why := s.host.Ready(); !ready {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready", "reasons": why})
 			return
 		}
@@ -444,12 +433,13 @@ func (s *Server) builtin(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) serveRoute(w http.ResponseWriter, r *http.Request, rt *route) {
-	log := s.audit.With("route", rt.name, "remote", r.RemoteAddr)
+	// The route's audit events; built lazily, most requests log nothing.
+	log := func() *slog.Logger { return s.audit.With("route", rt.name, "remote", r.RemoteAddr) }
 	if rt.limiter != nil {
 		if ok, wait := rt.limiter.take(); !ok {
 			ms := wait.Milliseconds() + 1
 			w.Header().Set("Retry-After", strconv.FormatInt((ms+999)/1000, 10))
-			log.Warn("http.rate_limited", "retry_after_ms", ms)
+			log().Warn("http.rate_limited", "retry_after_ms", ms)
 			writeJSON(w, http.StatusTooManyRequests, map[string]any{"error": "rate limited", "retry_after_ms": ms})
 			return
 		}
@@ -458,7 +448,7 @@ func (s *Server) serveRoute(w http.ResponseWriter, r *http.Request, rt *route) {
 		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]any{"error": "request body too large", "limit_bytes": MaxBodyBytes})
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	body, err := readBody(w, r)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -469,16 +459,16 @@ func (s *Server) serveRoute(w http.ResponseWriter, r *http.Request, rt *route) {
 		return
 	}
 
-	principal := Principal{Kind: "anonymous", Name: "anonymous"}
+	principal := map[string]any{"kind": "anonymous", "name": "anonymous"}
 	if rt.authRef != "" {
 		v := (*s.verifiers.Load())[rt.authRef]
 		name, err := v.Verify(r, body)
 		if err != nil {
-			log.Warn("http.auth_denied", "auth", rt.authRef, "detail", err.Error())
+			log().Warn("http.auth_denied", "auth", rt.authRef, "detail", err.Error())
 			writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "unauthorized", "detail": err.Error()})
 			return
 		}
-		principal = Principal{Kind: rt.authKind, Name: name}
+		principal = map[string]any{"kind": rt.authKind, "name": name}
 	}
 
 	payload, dropped, err := parseBody(r.Header.Get("Content-Type"), body)
@@ -487,7 +477,7 @@ func (s *Server) serveRoute(w http.ResponseWriter, r *http.Request, rt *route) {
 		return
 	}
 	for _, field := range dropped {
-		log.Info("http.multipart_file_dropped", "field", field)
+		log().Info("http.multipart_file_dropped", "field", field)
 	}
 	if rt.schema != nil {
 		if errs := schemaErrors(rt.schema, payload); errs != nil {
@@ -497,7 +487,7 @@ func (s *Server) serveRoute(w http.ResponseWriter, r *http.Request, rt *route) {
 	}
 
 	trigger := runtime.MakeTrigger("http", payload)
-	trigger["principal"] = map[string]any{"kind": principal.Kind, "name": principal.Name}
+	trigger["principal"] = principal
 	tp := r.Header.Get("Traceparent")
 	if runtime.ValidTraceparent(tp) {
 		trigger["traceparent"] = tp
@@ -513,7 +503,7 @@ func (s *Server) serveRoute(w http.ResponseWriter, r *http.Request, rt *route) {
 		claim, entry, takenOver, err := s.idem.begin(rt.name, key)
 		switch {
 		case err != nil:
-			log.Error("http.idempotency_error", "error", err.Error())
+			log().Error("http.idempotency_error", "error", err.Error())
 			writeJSON(w, http.StatusInternalServerError, map[string]any{"error": "idempotency store unavailable"})
 			return
 		case claim == claimInFlight:
@@ -524,8 +514,15 @@ func (s *Server) serveRoute(w http.ResponseWriter, r *http.Request, rt *route) {
 			write(w, entry.Status, entry.ContentType, entry.Body)
 			return
 		case takenOver:
-			log.Warn("http.idempotency_takeover", "detail", "in-flight marker older than twice the run timeout")
+			log().Warn("http.idempotency_takeover", "detail", "in-flight marker older than twice the run timeout")
 		}
+		// Should the request end before the claim is settled (a panic),
+		// the claim must not outlive it.
+		defer func() {
+			if key != "" {
+				_ = s.idem.abandon(rt.name, key)
+			}
+		}()
 	}
 
 	s.runs.Add(1)
@@ -534,24 +531,47 @@ func (s *Server) serveRoute(w http.ResponseWriter, r *http.Request, rt *route) {
 		Start: rt.spec.StartNode, Trigger: trigger, Timeout: s.runTimeout()})
 	s.metrics.observeRun(rep)
 	code, ctype, out := reply(rep.Outcome)
+	out = runtime.RedactBytes(out) // before it is stored for replays too
 	if s.runCtx.Err() != nil && rep.Outcome.Status == runtime.StatusErrored {
 		code = http.StatusServiceUnavailable // cut short by an expired drain
 	}
 
+	// Settle the claim before replying, so a redelivery that follows the
+	// reply sees the outcome: completed and paused replies are recorded,
+	// anything else is forgotten (failures stay retryable).
 	if key != "" {
 		st := rep.Outcome.Status
 		if st == runtime.StatusCompleted || st == runtime.StatusPaused {
 			err = s.idem.finish(rt.name, key, rt.ttl, code, ctype, out)
 		} else {
-			err = s.idem.abandon(rt.name, key) // failures stay retryable
+			err = s.idem.abandon(rt.name, key)
 		}
 		if err != nil {
-			log.Error("http.idempotency_error", "error", err.Error())
+			log().Error("http.idempotency_error", "error", err.Error())
 		}
+		key = ""
 	}
 	// The write deadline ran while the workflow did: restart it now.
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
 	write(w, code, ctype, out)
+	// On the wire before the run counts as done: an expired drain closes
+	// connections as soon as no run is left.
+	_ = rc.Flush()
+}
+
+// readBody reads at most MaxBodyBytes; a declared length sizes the
+// buffer once.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body := http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+	if n := r.ContentLength; n >= 0 {
+		buf := make([]byte, n)
+		if _, err := io.ReadFull(body, buf); err != nil {
+			return nil, err
+		}
+		return buf, nil
+	}
+	return io.ReadAll(body)
 }
 
 // reply maps an outcome to the HTTP answer: the respond node's reply for
@@ -595,6 +615,8 @@ func writeJSON(w http.ResponseWriter, code int, v map[string]any) {
 	write(w, code, "application/json", body)
 }
 
+var nosniff = []string{"nosniff"}
+
 // write sends a reply. Every body passes the secret redactor: no
 // registered secret value leaves the process, whatever a node put in it.
 func write(w http.ResponseWriter, code int, contentType string, body []byte) {
@@ -602,10 +624,12 @@ func write(w http.ResponseWriter, code int, contentType string, body []byte) {
 	if code == http.StatusNoContent || code == http.StatusNotModified {
 		body = nil // these statuses carry no body
 	}
+	// Canonical keys assigned directly: Header.Set would re-canonicalize
+	// them on every reply.
 	h := w.Header()
-	h.Set("Content-Type", contentType)
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	h.Set("X-Content-Type-Options", "nosniff")
+	h["Content-Type"] = []string{contentType}
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	h["X-Content-Type-Options"] = nosniff
 	w.WriteHeader(code)
 	_, _ = w.Write(body)
 }

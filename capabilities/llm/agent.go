@@ -30,6 +30,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/policy"
@@ -179,13 +180,15 @@ func (a *agentNode) run(ctx context.Context, c *runtime.Call) (runtime.Result, e
 		return runtime.Next(map[string]any{"result": "<dry-run>", "steps": 0, "tokens": 0,
 			"transcript": []any{}, "dry_run": true}), nil
 	}
-	instructions := runtime.Render(a.instructions, nil, c.Run)
+	var instructions string
 	if a.instructionsFrom != "" {
 		v := c.From(a.instructionsFrom)
 		if v == nil {
 			return runtime.Result{}, c.Errorf(runtime.ClassTool, "instructions_from %q resolved to nothing", a.instructionsFrom)
 		}
 		instructions = runtime.AsString(v)
+	} else {
+		instructions = runtime.Render(a.instructions, nil, c.Run)
 	}
 	msgs := []runtime.Message{{Role: "system", Content: a.system}, {Role: "user", Content: instructions}}
 	transcript := []any{}
@@ -210,6 +213,9 @@ func (a *agentNode) run(ctx context.Context, c *runtime.Call) (runtime.Result, e
 		msgs = append(msgs, runtime.Message{Role: "assistant", Content: resp.Content})
 
 		tool, args, final, perr := parseReply(resp.Content)
+		if tool != "" {
+			entry["tool"], entry["args"] = tool, args
+		}
 		var obs map[string]any
 		switch {
 		case perr != nil:
@@ -222,7 +228,6 @@ func (a *agentNode) run(ctx context.Context, c *runtime.Call) (runtime.Result, e
 			obs = map[string]any{"tool": tool, "ok": false,
 				"error": fmt.Sprintf("tool %q is not available here; available: %s", tool, strings.Join(a.tools, ", "))}
 		default:
-			entry["tool"], entry["args"] = tool, args
 			obs, err = a.callTool(ctx, c, tool, args)
 			if err != nil {
 				return runtime.Result{}, err
@@ -358,7 +363,11 @@ func trimFence(s string) string {
 func observationText(obs map[string]any) string {
 	s := runtime.AsString(obs)
 	if len(s) > maxObservation {
-		s = s[:maxObservation] + fmt.Sprintf("...[observation truncated: %d bytes in all]", len(s))
+		cut := maxObservation
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + fmt.Sprintf("...[observation truncated: %d bytes in all]", len(s))
 	}
 	return s
 }

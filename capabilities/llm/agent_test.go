@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/kilnworks/kiln/capabilities/llm/mock"
 	"github.com/kilnworks/kiln/runtime"
@@ -313,5 +314,27 @@ func TestAgentInstructionsFrom(t *testing.T) {
 	wantStatus(t, runOnce(t, e, p, map[string]any{"task": "count the files"}), runtime.StatusCompleted)
 	if got := srv.Requests()[0].Messages[1].Content; got != "count the files" {
 		t.Fatalf("instructions = %q", got)
+	}
+}
+
+func TestAgentObservationToModelIsBounded(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.txt")
+	os.WriteFile(big, []byte(strings.Repeat("é", 20_000)), 0o644) // 40,000 bytes
+	srv, sock := startMock(t, &mock.Script{Turns: []mock.Turn{
+		turn(`{"tool": "read_file", "args": {"path": "`+big+`"}}`, 1, 1),
+		turn(`{"final": "read it"}`, 1, 1),
+	}})
+	p := compile(t, agentWorkflow(dir, ""), nil)
+	e, _ := engineFor(t, p, sock)
+	r := runOnce(t, e, p, nil)
+	wantStatus(t, r, runtime.StatusCompleted)
+	sent := srv.Requests()[1].Messages[3].Content
+	if len(sent) > 16<<10+100 || !strings.Contains(sent, "observation truncated") || !utf8.ValidString(sent) {
+		t.Fatalf("observation sent to the model: %d bytes, valid UTF-8 %v", len(sent), utf8.ValidString(sent))
+	}
+	kept := transcript(t, output(t, r, "agent"))[0]["observation"].(map[string]any)["output"].(map[string]any)["content"].(string)
+	if len(kept) != 40_000 {
+		t.Fatalf("transcript kept %d bytes, want the whole file", len(kept))
 	}
 }

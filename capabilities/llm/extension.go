@@ -28,6 +28,9 @@ type config struct {
 	unix       string
 	httpURL    string
 	bearerFile string
+	// routeAll sends named backends to the default transport too, so
+	// provider-backed workflows run against `kiln intel-mock`.
+	routeAll bool
 }
 
 var flags config
@@ -39,6 +42,7 @@ func extension() runtime.Extension {
 			fs.StringVar(&flags.unix, "intel-unix", "", "Unix socket of the default intelligence backend (env "+EnvUnix+")")
 			fs.StringVar(&flags.httpURL, "intel-http", "", "URL of the default intelligence backend over HTTP (env "+EnvHTTP+")")
 			fs.StringVar(&flags.bearerFile, "intel-http-bearer-file", "", "file holding the bearer token for --intel-http (env "+EnvBearer+" holds the token itself)")
+			fs.BoolVar(&flags.routeAll, "intel-route-all", false, "send every intelligence backend, named [[intelligence.backends]] too, to the --intel-unix/--intel-http transport (development: run against kiln intel-mock)")
 		},
 		Setup: func(ctx context.Context, h *runtime.Host) error { return setup(h, flags, os.Getenv) },
 	}
@@ -59,6 +63,13 @@ func setup(h *runtime.Host, cfg config, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
+	if cfg.routeAll {
+		if def == nil {
+			return fmt.Errorf("--intel-route-all needs --intel-unix or --intel-http")
+		}
+		svc.Intelligence = func(string) (runtime.IntelligenceClient, error) { return def, nil }
+		return nil
+	}
 	backends, err := collectBackends(h.Program, map[string]workflow.Backend{})
 	if err != nil {
 		return err
@@ -72,8 +83,8 @@ func setup(h *runtime.Host, cfg config, getenv func(string) string) error {
 		return svc.Secret(name)
 	}
 	clients := map[string]runtime.IntelligenceClient{}
-	for name, b := range backends {
-		c, err := provider.New(b, secret)
+	for _, name := range runtime.SortedKeys(backends) {
+		c, err := provider.New(backends[name], secret)
 		if err != nil {
 			return fmt.Errorf("[[intelligence.backends]]: %w", err)
 		}
@@ -99,7 +110,7 @@ func defaultTransport(cfg config, getenv func(string) string) (runtime.Intellige
 		unixPath, httpURL = getenv(EnvUnix), getenv(EnvHTTP)
 	}
 	if unixPath != "" && httpURL != "" {
-		return nil, fmt.Errorf("the default intelligence backend is set twice: use --intel-unix or --intel-http, not both")
+		return nil, fmt.Errorf("the default intelligence backend is set twice (--intel-unix/%s and --intel-http/%s): keep one", EnvUnix, EnvHTTP)
 	}
 	if cfg.bearerFile != "" && httpURL == "" {
 		return nil, fmt.Errorf("--intel-http-bearer-file needs --intel-http")

@@ -77,8 +77,8 @@ func TestSetupRejectsBadConfiguration(t *testing.T) {
 		env               map[string]string
 		want              string
 	}{
-		{"both transports", "/tmp/x.sock", "http://127.0.0.1:1/", "", nil, "not both"},
-		{"both from env", "", "", "", map[string]string{llm.EnvUnix: "/tmp/x.sock", llm.EnvHTTP: "http://h/"}, "not both"},
+		{"both transports", "/tmp/x.sock", "http://127.0.0.1:1/", "", nil, "set twice"},
+		{"both from env", "", "", "", map[string]string{llm.EnvUnix: "/tmp/x.sock", llm.EnvHTTP: "http://h/"}, "set twice"},
 		{"bearer without http", "/tmp/x.sock", "", empty, nil, "needs --intel-http"},
 		{"not a URL", "", "localhost:8080", "", nil, "not an absolute http(s) URL"},
 		{"credentials in URL", "", "http://u:p@127.0.0.1/", "", nil, "credentials"},
@@ -209,5 +209,34 @@ prompt = "x"
 	err := llm.SetupForTest(&runtime.Host{Engine: &runtime.Engine{}, Program: parent}, "", "", "", nil)
 	if err == nil || !strings.Contains(err.Error(), `backend "b" is declared twice`) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestRouteAllSendsNamedBackendsToTheTransport(t *testing.T) {
+	srv, sock := startMock(t, &mock.Script{Turns: []mock.Turn{turn(`{"label":"neg","score":0}`, 3, 3)}})
+	p := compile(t, `
+name = "named"
+[[intelligence.backends]]
+name = "claude"
+provider = "anthropic"
+model = "claude-test-1"
+api_key_env = "KILN_TEST_NO_SUCH_KEY"
+[[nodes]]
+id = "judge"
+type = "llm_infer"
+backend = "claude"
+prompt = "x"
+output_schema = "schemas/label.json"
+`, schemaAssets)
+	e := &runtime.Engine{}
+	if err := llm.SetupRouteAll(&runtime.Host{Engine: e, Program: p}, sock); err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, runOnce(t, e, p, nil), runtime.StatusCompleted)
+	if srv.Calls() != 1 || srv.Requests()[0].Model != "claude" {
+		t.Fatalf("calls = %d, requests = %+v", srv.Calls(), srv.Requests())
+	}
+	if err := llm.SetupRouteAll(&runtime.Host{Engine: &runtime.Engine{}, Program: p}, ""); err == nil || !strings.Contains(err.Error(), "needs --intel-unix") {
+		t.Fatalf("route-all without a transport: %v", err)
 	}
 }

@@ -14,8 +14,8 @@ const maxSchemaInRepair = 8 << 10
 
 // inferNode is a prepared llm_infer node.
 type inferNode struct {
-	backend string
-	prompt  string
+	backend   string
+	prompt    string
 	schema    *outputSchema // nil: no output_schema, content is free text
 	repairs   int
 	maxTokens int // per-call completion cap; 0: the backend's

@@ -39,7 +39,9 @@ func complete(ctx context.Context, c *runtime.Call, backend string, msgs []runti
 	if err != nil {
 		return nil, &runtime.Error{Class: runtime.ClassConfig, Node: c.Node.ID, Kind: c.Node.Type, Msg: err.Error(), Err: err}
 	}
-	resp, err := client.Complete(ctx, &runtime.CompletionRequest{Messages: msgs, MaxTokens: maxTokens})
+	// The backend name is the wire's logical model name; providers send
+	// their configured model instead.
+	resp, err := client.Complete(ctx, &runtime.CompletionRequest{Model: backend, Messages: msgs, MaxTokens: maxTokens})
 	if err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
 			return nil, &runtime.Error{Class: runtime.ClassTimeout, Node: c.Node.ID, Kind: c.Node.Type,

@@ -67,12 +67,9 @@ func schemaErrText(err error) string {
 	return err.Error()
 }
 
-// answerError is a rejected answer; notJSON says whether it failed to
-// parse at all (the error text then says JSON).
-type answerError struct {
-	notJSON bool
-	msg     string
-}
+// answerError is a rejected answer. When the answer was not JSON at all,
+// the text says so ("JSON"), as WORKFLOW-FORMAT §6 requires.
+type answerError struct{ msg string }
 
 func (e *answerError) Error() string { return e.msg }
 
@@ -81,9 +78,9 @@ func (s *outputSchema) check(content string) (any, *answerError) {
 	v, err := runtime.DecodeJSON([]byte(strings.TrimSpace(content)))
 	if err != nil {
 		if strings.TrimSpace(content) == "" {
-			return nil, &answerError{notJSON: true, msg: "the answer is empty, not JSON"}
+			return nil, &answerError{msg: "the answer is empty, not JSON"}
 		}
-		return nil, &answerError{notJSON: true, msg: "the answer is not valid JSON: " + err.Error()}
+		return nil, &answerError{msg: "the answer is not valid JSON: " + err.Error()}
 	}
 	if s.schema == nil {
 		return v, nil

@@ -32,6 +32,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	format := fs.String("format", "json", "output format: json (one report per line) or text")
+	signing := addSigningFlags(fs) // cmd_sign.go
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: kiln check [--format json|text] WORKFLOW.toml...")
 		fmt.Fprintln(stderr)
@@ -52,9 +53,14 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return exitUsage
 	}
+	var lo gen.LoadOptions
+	if err := signing.apply(&lo); err != nil {
+		fmt.Fprintf(stderr, "kiln check: %v\n", err)
+		return exitUsage
+	}
 	worst := exitOK
 	for _, path := range fs.Args() {
-		code := checkOne(path, *format, stdout, stderr)
+		code := checkOne(path, *format, lo, stdout, stderr)
 		if severity(code) > severity(worst) {
 			worst = code
 		}
@@ -72,8 +78,8 @@ func severity(code int) int {
 	return 2
 }
 
-func checkOne(path, format string, stdout, stderr io.Writer) int {
-	wf, err := gen.Load(path, gen.LoadOptions{})
+func checkOne(path, format string, lo gen.LoadOptions, stdout, stderr io.Writer) int {
+	wf, err := gen.Load(path, lo)
 	var (
 		rep checkReport
 		ve  *gen.ValidationError

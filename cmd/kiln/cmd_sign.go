@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 
 	"github.com/kilnworks/kiln/gen"
 	"github.com/kilnworks/kiln/gen/supply"
@@ -116,7 +118,8 @@ func parseSupplyFlags(fl *flag.FlagSet, args []string) (rest []string, code int,
 }
 
 // signingFlags are --signing-required and --signing-key, shared by every
-// command that loads a workflow (check, gen, build, run).
+// command that loads a workflow (check, gen, build, run). KILN_SIGNING_REQUIRED
+// and KILN_SIGNING_KEY set them from the environment (a flag wins).
 type signingFlags struct {
 	required bool
 	key      string
@@ -124,20 +127,94 @@ type signingFlags struct {
 
 func addSigningFlags(fl *flag.FlagSet) *signingFlags {
 	f := &signingFlags{}
-	fl.BoolVar(&f.required, "signing-required", false, "refuse a workflow (or child) without a valid WORKFLOW.toml.sig, even without [signing]")
-	fl.StringVar(&f.key, "signing-key", "", "Ed25519 public key (PEM) that workflow signatures must verify with, overriding [signing]'s key")
+	fl.BoolVar(&f.required, "signing-required", false, "refuse a workflow (or child) without a valid WORKFLOW.toml.sig, even without [signing] ($KILN_SIGNING_REQUIRED)")
+	fl.StringVar(&f.key, "signing-key", "", "Ed25519 public key `file` (PEM) that workflow signatures must verify with, overriding [signing]'s key ($KILN_SIGNING_KEY)")
 	return f
 }
 
-// apply copies the flags into opts; an unreadable key is a usage error.
+// splitSigningArgs takes the signing flags out of args for commands whose
+// other flags are parsed elsewhere (kiln run hands them to the run CLI).
+func splitSigningArgs(args []string) (rest []string, f *signingFlags, err error) {
+	f = &signingFlags{}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return append(rest, args[i:]...), f, nil
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") {
+			name = ""
+		}
+		switch name {
+		case "signing-required":
+			f.required = true
+			if hasValue {
+				if f.required, err = strconv.ParseBool(value); err != nil {
+					return nil, nil, fmt.Errorf("--signing-required=%s: want true or false", value)
+				}
+			}
+		case "signing-key":
+			if !hasValue {
+				if i+1 >= len(args) {
+					return nil, nil, fmt.Errorf("--signing-key needs a public key file")
+				}
+				i++
+				value = args[i]
+			}
+			f.key = value
+		default:
+			rest = append(rest, a)
+		}
+	}
+	return rest, f, nil
+}
+
+// apply copies the flags (or their environment variables) into opts; an
+// unreadable key is a usage error.
 func (f *signingFlags) apply(opts *gen.LoadOptions) error {
-	opts.SigningRequired = opts.SigningRequired || f.required
-	if f.key != "" {
-		data, err := os.ReadFile(f.key)
+	required := f.required
+	if v := os.Getenv("KILN_SIGNING_REQUIRED"); v != "" && !required {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("KILN_SIGNING_REQUIRED=%s: want true or false", v)
+		}
+		required = b
+	}
+	opts.SigningRequired = opts.SigningRequired || required
+	key := f.key
+	if key == "" {
+		key = os.Getenv("KILN_SIGNING_KEY")
+	}
+	if key != "" {
+		data, err := os.ReadFile(key)
 		if err != nil {
 			return fmt.Errorf("--signing-key: %w", err)
 		}
 		opts.SigningKey = data
 	}
+	return nil
+}
+
+// signKeyFlag is kiln build's --sign-key.
+type signKeyFlag struct{ path string }
+
+func addSignKeyFlag(fl *flag.FlagSet) *signKeyFlag {
+	f := &signKeyFlag{}
+	fl.StringVar(&f.path, "sign-key", "", "sign the binary, manifest, SBOM and provenance with this key (as kiln sign; password from $COSIGN_PASSWORD)")
+	return f
+}
+
+// apply loads the key into opts before anything is built, so a wrong key
+// or password fails at once.
+func (f *signKeyFlag) apply(opts *gen.BuildOptions) error {
+	if f.path == "" {
+		return nil
+	}
+	pw, _ := supply.Password()
+	s, err := supply.LoadSigner(f.path, pw)
+	if err != nil {
+		return err
+	}
+	opts.Sign = s
 	return nil
 }

@@ -11,17 +11,12 @@ import (
 	"runtime/debug"
 	"sort"
 	"strings"
+
+	"github.com/kilnworks/kiln/runtime/manifest"
 )
 
-// Module is one module linked into a binary, as its build info records it.
-// A replaced module keeps its required path; Version and Sum are the
-// replacement's, and Replace names the replacement path.
-type Module struct {
-	Path    string `json:"path"`
-	Version string `json:"version"`
-	Sum     string `json:"sum,omitempty"`
-	Replace string `json:"replace,omitempty"`
-}
+// Module is one module linked into a binary (see manifest.Module).
+type Module = manifest.Module
 
 // BuildFacts is what a Go binary's embedded build info says about how it
 // was built: the facts a manifest records and `kiln verify` re-reads.
@@ -60,10 +55,16 @@ func FactsFromBuildInfo(bi *debug.BuildInfo) *BuildFacts {
 	return f
 }
 
+// moduleOf records a replaced module under its required path with the
+// replacement's version and sum; a local directory replacement has
+// neither, so the required version stays and Replace says where it came from.
 func moduleOf(m *debug.Module) Module {
 	out := Module{Path: m.Path, Version: m.Version, Sum: m.Sum}
 	if r := m.Replace; r != nil {
-		out.Version, out.Sum, out.Replace = r.Version, r.Sum, r.Path
+		out.Sum, out.Replace = r.Sum, r.Path
+		if r.Version != "" && r.Version != "(devel)" {
+			out.Version = r.Version
+		}
 	}
 	return out
 }

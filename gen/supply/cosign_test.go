@@ -52,7 +52,7 @@ func TestKilnVerifiesCosignSignatures(t *testing.T) {
 	cosignPath(t)
 	bin := sampleBinary(t)
 	dir := filepath.Dir(bin)
-	writeManifest(t, bin, nil)
+	writeArtifacts(t, bin)
 	if out, err := cosign(t, dir, "pw", "generate-key-pair"); err != nil {
 		t.Fatalf("cosign generate-key-pair: %v\n%s", err, out)
 	}
@@ -71,11 +71,13 @@ func TestKilnVerifiesCosignSignatures(t *testing.T) {
 		t.Fatalf("cosign rejects kiln's signature made with cosign's key: %v\n%s", err, out)
 	}
 
-	// cosign signs the binary: old-style signature file ...
-	out, err := cosign(t, dir, "pw", "sign-blob", "--key", "cosign.key", "--tlog-upload=false", "--new-bundle-format=false",
-		"--use-signing-config=false", "--output-signature", "hello.sig", "--yes", "hello")
-	if err != nil {
-		t.Fatalf("cosign sign-blob: %v\n%s", err, out)
+	// cosign signs the binary, SBOM and provenance: signature files ...
+	for _, name := range []string{"hello", "hello" + SBOMSuffix, "hello" + ProvenanceSuffix} {
+		out, err := cosign(t, dir, "pw", "sign-blob", "--key", "cosign.key", "--tlog-upload=false", "--new-bundle-format=false",
+			"--use-signing-config=false", "--output-signature", name+SigSuffix, "--yes", name)
+		if err != nil {
+			t.Fatalf("cosign sign-blob %s: %v\n%s", name, err, out)
+		}
 	}
 	v, err := LoadVerifier(pub)
 	if err != nil {
@@ -87,7 +89,7 @@ func TestKilnVerifiesCosignSignatures(t *testing.T) {
 	// ... and a v3 bundle, alone.
 	os.Remove(bin + SigSuffix)
 	os.Remove(bin + BundleSuffix)
-	out, err = cosign(t, dir, "pw", "sign-blob", "--key", "cosign.key", "--bundle", "hello.sigstore.json",
+	out, err := cosign(t, dir, "pw", "sign-blob", "--key", "cosign.key", "--bundle", "hello.sigstore.json",
 		"--use-signing-config=false", "--tlog-upload=false", "--yes", "hello")
 	if err != nil {
 		t.Fatalf("cosign sign-blob --bundle: %v\n%s", err, out)

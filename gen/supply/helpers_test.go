@@ -3,13 +3,15 @@ package supply
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/kilnworks/kiln/runtime/manifest"
 )
 
 // repoRoot is the kiln checkout holding this package.
@@ -37,9 +39,10 @@ func cosignPath(t testing.TB) string {
 }
 
 var (
-	sampleOnce sync.Once
-	sampleBin  string
-	sampleErr  string
+	sampleOnce     sync.Once
+	sampleBin      string
+	sampleErr      string
+	sampleManifest []byte // the manifest JSON the sample embeds
 )
 
 // sampleBinary returns a copy (in a fresh temp dir) of a small Go program
@@ -80,6 +83,23 @@ func buildSample(root string) (string, string) {
 		}
 	}
 	f.Close()
+	goVersion, err := exec.Command("go", "env", "GOVERSION").Output()
+	if err != nil {
+		return "", "go env GOVERSION: " + err.Error()
+	}
+	m := &manifest.Manifest{
+		Schema:      manifest.Schema,
+		Workflow:    manifest.Workflow{Name: "hello", Digest: strings.Repeat("ab", 32)},
+		KilnVersion: "test",
+		GoVersion:   strings.TrimSpace(string(goVersion)),
+		BuildTags:   []string{"kiln_custom", "kiln_fs"},
+		NodeKinds:   []string{"read_file", "terminate"},
+		Inputs:      []manifest.Input{{Path: "workflow.toml", Kind: "workflow", SHA256: strings.Repeat("ab", 32)}},
+	}
+	sampleManifest, err = manifest.Encode(m)
+	if err != nil {
+		return "", err.Error()
+	}
 	files := map[string]string{
 		"go.mod": "module example.com/sealed\n\ngo 1.26\n\nrequire github.com/BurntSushi/toml v1.6.0\n",
 		"go.sum": sum.String(),
@@ -91,10 +111,12 @@ import (
 	"github.com/BurntSushi/toml"
 )
 
+var manifestBlob = ` + strconv.Quote(manifest.Wrap(sampleManifest)) + `
+
 func main() {
 	var v map[string]any
 	_, err := toml.Decode("name = \"hello\"", &v)
-	fmt.Println(v["name"], err)
+	fmt.Println(v["name"], err, len(manifestBlob))
 }
 `,
 	}
@@ -124,31 +146,30 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// writeManifest writes BIN.manifest.json as the generator does: the build
-// facts read back from the binary, its digest, and the inputs.
-func writeManifest(t testing.TB, bin string, edit func(*ManifestFacts)) {
+// writeArtifacts writes the sample's manifest, SBOM and provenance the way
+// kiln build does.
+func writeArtifacts(t testing.TB, bin string) *manifest.Manifest {
 	t.Helper()
-	facts, err := ReadBuildFacts(bin)
+	m, err := WriteArtifacts(bin, sampleManifest)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum, err := FileSHA256(bin)
+	return m
+}
+
+// editManifest rewrites BIN.manifest.json through edit (not re-signed).
+func editManifest(t testing.TB, bin string, edit func(*manifest.Manifest)) {
+	t.Helper()
+	data, err := os.ReadFile(bin + ManifestSuffix)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := ManifestFacts{
-		GoVersion:    facts.GoVersion,
-		BuildTags:    facts.Tags,
-		Modules:      facts.Modules,
-		MainModule:   &facts.Main,
-		BinarySHA256: sum,
-		Inputs:       []Input{{Path: "workflow.toml", SHA256: strings.Repeat("ab", 32)}},
-	}
-	if edit != nil {
-		edit(&m)
-	}
-	data, err := json.MarshalIndent(m, "", "  ")
+	m, err := manifest.Decode(data)
 	if err != nil {
+		t.Fatal(err)
+	}
+	edit(m)
+	if data, err = manifest.Encode(m); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(bin+ManifestSuffix, data, 0o644); err != nil {

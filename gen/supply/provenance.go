@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"sort"
 	"time"
+
+	"github.com/kilnworks/kiln/runtime/manifest"
 )
 
 // Identifiers written into provenance: what built the binary and how.
@@ -12,18 +14,11 @@ const (
 	BuilderID = "https://github.com/kilnworks/kiln/cmd/kiln"
 )
 
-// Input is one file that went into a build, named as the workflow wrote it
-// (relative, so the document does not depend on the build directory).
-type Input struct {
-	Path   string `json:"path"`
-	SHA256 string `json:"sha256"`
-}
-
 // ProvenanceInfo is what the generator knows about a build beyond the
 // binary's own build info.
 type ProvenanceInfo struct {
-	Workflow    string  // workflow name
-	Inputs      []Input // workflow file, children, schemas, prompts, needs catalogs
+	Workflow    string           // workflow name
+	Inputs      []manifest.Input // workflow, children, schemas, prompts, needs catalogs
 	KilnVersion string
 }
 
@@ -35,9 +30,10 @@ type statement struct {
 }
 
 type resource struct {
-	Name   string            `json:"name,omitempty"`
-	URI    string            `json:"uri,omitempty"`
-	Digest map[string]string `json:"digest,omitempty"`
+	Name        string            `json:"name,omitempty"`
+	URI         string            `json:"uri,omitempty"`
+	Digest      map[string]string `json:"digest,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
 type slsaPred struct {
@@ -77,10 +73,14 @@ func Provenance(bin, binSHA string, facts *BuildFacts, info ProvenanceInfo) ([]b
 		return nil, err
 	}
 	var deps []resource
-	inputs := append([]Input(nil), info.Inputs...)
+	inputs := append([]manifest.Input(nil), info.Inputs...)
 	sort.Slice(inputs, func(i, j int) bool { return inputs[i].Path < inputs[j].Path })
 	for _, in := range inputs {
-		deps = append(deps, resource{Name: filepath.ToSlash(in.Path), Digest: map[string]string{"sha256": in.SHA256}})
+		r := resource{Name: filepath.ToSlash(in.Path), Digest: map[string]string{"sha256": in.SHA256}}
+		if in.Kind != "" {
+			r.Annotations = map[string]string{"kind": in.Kind}
+		}
+		deps = append(deps, r)
 	}
 	for _, m := range facts.Modules {
 		r := resource{Name: m.Path, URI: Purl(m.Path, m.Version)}

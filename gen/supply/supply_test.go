@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kilnworks/kiln/runtime/manifest"
 )
 
 func TestKeyPairIsCosignFormatAndPasswordProtected(t *testing.T) {
@@ -122,22 +124,7 @@ func TestEd25519KeyPair(t *testing.T) {
 func signedSample(t *testing.T) (bin, pub string) {
 	t.Helper()
 	bin = sampleBinary(t)
-	writeManifest(t, bin, nil)
-	sum, _ := FileSHA256(bin)
-	facts, err := ReadBuildFacts(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sbom, err := SBOM(bin, sum, facts, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(bin+SBOMSuffix, sbom, 0o644)
-	prov, err := Provenance(bin, sum, facts, ProvenanceInfo{Workflow: "hello", Inputs: []Input{{Path: "workflow.toml", SHA256: strings.Repeat("cd", 32)}}, KilnVersion: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(bin+ProvenanceSuffix, prov, 0o644)
+	writeArtifacts(t, bin)
 	key, pub := writeKeyPair(t, filepath.Dir(bin), "cosign", nil)
 	s, err := LoadSigner(key, nil)
 	if err != nil {
@@ -168,7 +155,7 @@ func TestVerifyAcceptsSignedArtifacts(t *testing.T) {
 	// Every artifact's signature and every content check ran.
 	for _, want := range []string{
 		"hello: signature", "hello.manifest.json: signature", "hello.manifest.json: binary digest",
-		"hello: build info matches manifest", "hello.cdx.json: signature", "hello.cdx.json: binary digest",
+		"hello: build info matches manifest", "hello: embedded manifest matches", "hello.cdx.json: signature", "hello.cdx.json: binary digest",
 		"hello.intoto.json: signature", "hello.intoto.json: binary digest",
 	} {
 		if !strings.Contains(out.String(), "ok   "+want) {
@@ -261,28 +248,30 @@ func TestVerifyRefusesWrongKey(t *testing.T) {
 }
 
 // A manifest that is validly signed but lies about the build is refused:
-// the binary's own build info is the ground truth.
+// the binary's own build info and embedded manifest are the ground truth.
 func TestVerifyComparesBuildInfo(t *testing.T) {
 	cases := []struct {
 		name string
-		edit func(*ManifestFacts)
+		edit func(*manifest.Manifest)
 		want string
 	}{
-		{"go version", func(m *ManifestFacts) { m.GoVersion = "go1.20" }, "Go version: manifest says \"go1.20\""},
-		{"tags", func(m *ManifestFacts) { m.BuildTags = []string{"kiln_custom", "kiln_fs", "kiln_shell"} }, "build tags"},
-		{"module version", func(m *ManifestFacts) { m.Modules[0].Version = "v0.0.1" }, "module github.com/BurntSushi/toml: manifest says v0.0.1"},
-		{"extra module", func(m *ManifestFacts) {
+		{"go version", func(m *manifest.Manifest) { m.GoVersion = "go1.20" }, "Go version: manifest says \"go1.20\""},
+		{"tags", func(m *manifest.Manifest) { m.BuildTags = append(m.BuildTags, "kiln_shell") }, "build tags"},
+		{"module version", func(m *manifest.Manifest) { m.Modules[0].Version = "v0.0.1" }, "module github.com/BurntSushi/toml: manifest says v0.0.1"},
+		{"extra module", func(m *manifest.Manifest) {
 			m.Modules = append(m.Modules, Module{Path: "example.com/x", Version: "v1.0.0"})
 		}, "example.com/x v1.0.0 is in the manifest but not linked"},
-		{"hidden module", func(m *ManifestFacts) { m.Modules = nil }, "github.com/BurntSushi/toml v1.6.0 is linked into the binary but not in the manifest"},
-		{"binary digest", func(m *ManifestFacts) { m.BinarySHA256 = strings.Repeat("0", 64) }, "binary_sha256 0000"},
+		{"hidden module", func(m *manifest.Manifest) { m.Modules = nil }, "github.com/BurntSushi/toml v1.6.0 is linked into the binary but not in the manifest"},
+		{"main module", func(m *manifest.Manifest) { m.MainModule.Path = "example.com/other" }, "main module: manifest says example.com/other"},
+		{"binary digest", func(m *manifest.Manifest) { m.BinarySHA256 = strings.Repeat("0", 64) }, "binary_sha256 0000"},
+		{"node kinds", func(m *manifest.Manifest) { m.NodeKinds = append(m.NodeKinds, "shell_run") }, "differs from the one embedded in it (field node_kinds)"},
+		{"inputs", func(m *manifest.Manifest) { m.Inputs[0].SHA256 = strings.Repeat("cd", 32) }, "(field inputs)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			bin, pub := signedSample(t)
-			writeManifest(t, bin, tc.edit)
-			dir := filepath.Dir(bin)
-			s, err := LoadSigner(filepath.Join(dir, "cosign.key"), nil)
+			editManifest(t, bin, tc.edit)
+			s, err := LoadSigner(filepath.Join(filepath.Dir(bin), "cosign.key"), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -295,6 +284,38 @@ func TestVerifyComparesBuildInfo(t *testing.T) {
 				t.Fatalf("got %v, want an error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestWriteArtifactsManifest(t *testing.T) {
+	bin := sampleBinary(t)
+	m := writeArtifacts(t, bin)
+	sum, _ := FileSHA256(bin)
+	if m.BinarySHA256 != sum || m.MainModule == nil || m.MainModule.Path != "example.com/sealed" {
+		t.Fatalf("manifest build facts: %+v", m)
+	}
+	if len(m.Modules) != 1 || m.Modules[0].Path != "github.com/BurntSushi/toml" || m.Modules[0].Version != "v1.6.0" || !strings.HasPrefix(m.Modules[0].Sum, "h1:") {
+		t.Fatalf("modules %+v", m.Modules)
+	}
+	data, _ := os.ReadFile(bin + ManifestSuffix)
+	if !bytes.Contains(data, []byte(`"binary_sha256": "`+sum+`"`)) {
+		t.Fatalf("BIN.manifest.json lacks the binary digest:\n%s", data)
+	}
+	// Writing again gives identical bytes for all three documents.
+	before := map[string][]byte{}
+	for _, f := range Sidecars(bin) {
+		before[f], _ = os.ReadFile(f)
+	}
+	writeArtifacts(t, bin)
+	for _, f := range Sidecars(bin) {
+		after, _ := os.ReadFile(f)
+		if !bytes.Equal(before[f], after) {
+			t.Errorf("%s is not deterministic", filepath.Base(f))
+		}
+	}
+	// Not a sealed binary: no embedded manifest to start from.
+	if _, err := WriteArtifacts(bin, []byte("{}")); err == nil {
+		t.Error("a manifest without schema was accepted")
 	}
 }
 
@@ -362,9 +383,9 @@ func TestProvenanceStatement(t *testing.T) {
 	facts, _ := ReadBuildFacts(bin)
 	sum, _ := FileSHA256(bin)
 	t.Setenv("SOURCE_DATE_EPOCH", "")
-	info := ProvenanceInfo{Workflow: "hello", KilnVersion: "v1.2.3", Inputs: []Input{
-		{Path: "workflow.toml", SHA256: strings.Repeat("1", 64)},
-		{Path: "child/flow.toml", SHA256: strings.Repeat("2", 64)},
+	info := ProvenanceInfo{Workflow: "hello", KilnVersion: "v1.2.3", Inputs: []manifest.Input{
+		{Path: "workflow.toml", Kind: "workflow", SHA256: strings.Repeat("1", 64)},
+		{Path: "child/flow.toml", Kind: "child", SHA256: strings.Repeat("2", 64)},
 	}}
 	a, err := Provenance(bin, sum, facts, info)
 	if err != nil {

@@ -8,21 +8,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 
 	"github.com/sigstore/sigstore/pkg/signature"
-)
 
-// ManifestFacts is the part of BIN.manifest.json that verification reads.
-type ManifestFacts struct {
-	GoVersion    string   `json:"go_version"`
-	BuildTags    []string `json:"build_tags"`
-	Modules      []Module `json:"modules"`
-	MainModule   *Module  `json:"main_module"`
-	BinarySHA256 string   `json:"binary_sha256"`
-	Inputs       []Input  `json:"inputs"`
-}
+	"github.com/kilnworks/kiln/runtime/manifest"
+)
 
 // Check is one verification step: what was checked (the file it concerns
 // and a short name) and its error, nil when it passed.
@@ -121,22 +114,66 @@ func Verify(bin string, v signature.Verifier) *Report {
 	return r
 }
 
-// checkManifest compares the manifest with the binary: its digest and the
-// build info the Go linker embedded.
+// checkManifest compares the manifest with the binary: its digest, the
+// build info the Go linker embedded, and the manifest the binary embeds.
 func checkManifest(bin, binSHA string, add func(file, name string, err error)) {
-	manifest := bin + ManifestSuffix
-	var m ManifestFacts
-	if err := readJSON(manifest, &m); err != nil {
-		add(manifest, "read", err)
+	path := bin + ManifestSuffix
+	data, err := os.ReadFile(path)
+	if err != nil {
+		add(path, "read", err)
 		return
 	}
-	add(manifest, "binary digest", matchDigest("binary_sha256", m.BinarySHA256, binSHA, bin))
+	m, err := manifest.Decode(data)
+	if err != nil {
+		add(path, "read", err)
+		return
+	}
+	add(path, "binary digest", matchDigest("binary_sha256", m.BinarySHA256, binSHA, bin))
 	facts, err := ReadBuildFacts(bin)
 	if err != nil {
 		add(bin, "build info", err)
-		return
+	} else {
+		add(bin, "build info matches manifest", compareFacts(m, facts))
 	}
-	add(bin, "build info matches manifest", compareFacts(&m, facts))
+	add(bin, "embedded manifest matches", compareEmbedded(bin, m))
+}
+
+// compareEmbedded checks that the manifest beside the binary is the one
+// inside it plus the facts of the finished build.
+func compareEmbedded(bin string, beside *manifest.Manifest) error {
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		return err
+	}
+	raw, err := manifest.Find(data)
+	if err != nil {
+		return err
+	}
+	inside, err := manifest.Decode(raw)
+	if err != nil {
+		return fmt.Errorf("embedded: %v", err)
+	}
+	want := *beside
+	want.MainModule, want.Modules, want.BinarySHA256 = nil, nil, ""
+	if inside.GoVersion == "" {
+		want.GoVersion = ""
+	}
+	if !reflect.DeepEqual(&want, inside) {
+		return fmt.Errorf("the manifest beside the binary differs from the one embedded in it (%s)", firstDiff(&want, inside))
+	}
+	return nil
+}
+
+// firstDiff names the first top-level manifest field that differs.
+func firstDiff(a, b *manifest.Manifest) string {
+	va, vb := reflect.ValueOf(a).Elem(), reflect.ValueOf(b).Elem()
+	for i := 0; i < va.NumField(); i++ {
+		if !reflect.DeepEqual(va.Field(i).Interface(), vb.Field(i).Interface()) {
+			tag, _, _ := strings.Cut(va.Type().Field(i).Tag.Get("json"), ",")
+			return "field " + tag
+		}
+	}
+	return "no field"
 }
 
 func matchDigest(field, recorded, actual, bin string) error {
@@ -151,7 +188,7 @@ func matchDigest(field, recorded, actual, bin string) error {
 
 // compareFacts reports the first disagreement between the manifest and
 // the build info read from the binary.
-func compareFacts(m *ManifestFacts, f *BuildFacts) error {
+func compareFacts(m *manifest.Manifest, f *BuildFacts) error {
 	if m.GoVersion != f.GoVersion {
 		return fmt.Errorf("Go version: manifest says %q, binary was built with %q", m.GoVersion, f.GoVersion)
 	}

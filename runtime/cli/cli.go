@@ -71,6 +71,7 @@ type settings struct {
 	drainSecs   int
 	config      string
 	version     bool
+	durable     durableFlags // --resume, --checkpoint-each-node, ... (durable.go)
 }
 
 func defineFlags(fs *flag.FlagSet, s *settings) {
@@ -88,6 +89,7 @@ func defineFlags(fs *flag.FlagSet, s *settings) {
 	fs.IntVar(&s.drainSecs, "drain-timeout-secs", 30, "serve mode: `seconds` to let in-flight runs finish after SIGTERM/SIGINT")
 	fs.StringVar(&s.config, "config", "", "workflow `file` (not accepted by sealed binaries)")
 	fs.BoolVar(&s.version, "version", false, "print the version and exit")
+	defineDurableFlags(fs, &s.durable)
 }
 
 // noEnv lists flags without an environment fallback.
@@ -165,6 +167,9 @@ func Main(args []string, o Options) int {
 	if s.timeoutSecs < 0 || s.drainSecs < 0 {
 		return fail(ExitUsage, "--timeout-secs and --drain-timeout-secs must not be negative")
 	}
+	if err := s.durable.check(&s); err != nil {
+		return fail(ExitUsage, "%v", err)
+	}
 	serve, err := serveMode(s.mode, o.Workflow)
 	if err != nil {
 		return fail(ExitUsage, "%v", err)
@@ -178,6 +183,9 @@ func Main(args []string, o Options) int {
 
 	prog, err := runtime.Compile(o.Workflow, runtime.CompileOptions{})
 	if err != nil {
+		return fail(ExitUsage, "%v", err)
+	}
+	if err := applyBudget(o.Workflow.Budget, o.Stderr, o.Prog, audit); err != nil { // limits.go
 		return fail(ExitUsage, "%v", err)
 	}
 	engine := &runtime.Engine{
@@ -206,6 +214,9 @@ func Main(args []string, o Options) int {
 			}(ext)
 		}
 	}
+	if s.durable.list {
+		return listCheckpoints(host, s.stateDir, o, fail)
+	}
 	for _, ext := range exts {
 		if ext.Setup == nil {
 			continue
@@ -213,6 +224,9 @@ func Main(args []string, o Options) int {
 		if err := ext.Setup(ctx, host); err != nil {
 			return fail(ExitUsage, "%s: %v", ext.Name, err)
 		}
+	}
+	if code, ok := runDurable(ctx, host, &s, o, fail); ok {
+		return code
 	}
 	if serve {
 		return serveLoop(ctx, stop, host, exts, o, fail)
@@ -336,10 +350,16 @@ func runOnce(ctx context.Context, h *runtime.Host, s *settings, o Options, fail 
 		payload = p
 	}
 	rep := h.Fire(ctx, runtime.RunOptions{
-		Start:   s.start,
-		Trigger: runtime.MakeTrigger("manual", payload),
-		Timeout: time.Duration(s.timeoutSecs) * time.Second,
+		Start:              s.start,
+		Trigger:            runtime.MakeTrigger("manual", payload),
+		Timeout:            time.Duration(s.timeoutSecs) * time.Second,
+		CheckpointEachNode: s.durable.eachNode,
 	})
+	return finish(rep, s, o, fail)
+}
+
+// finish prints a run's outcome, writes --record and returns the exit code.
+func finish(rep *runtime.Report, s *settings, o Options, fail func(int, string, ...any) int) int {
 	out, err := runtime.EncodeJSONIndent(rep.Outcome)
 	if err != nil {
 		return fail(ExitFailed, "encode outcome: %v", err)

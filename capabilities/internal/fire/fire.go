@@ -28,6 +28,9 @@ type Gate struct {
 	busy atomic.Bool
 	tick atomic.Int64
 	wg   sync.WaitGroup
+
+	cancelMu sync.Mutex
+	cancel   context.CancelFunc // of the in-flight run
 }
 
 // NextTick counts a tick (fired or skipped) and returns its number, from 1.
@@ -36,7 +39,7 @@ func (g *Gate) NextTick() int64 { return g.tick.Add(1) }
 // Fire starts one run with trigger kind "event" and payload (which should
 // carry "type" and "tick") unless a run of this trigger is in flight. It
 // returns false when the tick was skipped. The run does not inherit ctx's
-// cancellation: a shutdown drains it (Wait) instead of killing it.
+// cancellation: a shutdown drains it (Wait) instead of killing it at once.
 func (g *Gate) Fire(ctx context.Context, payload map[string]any) bool {
 	audit := g.audit()
 	if !g.busy.CompareAndSwap(false, true) {
@@ -46,11 +49,16 @@ func (g *Gate) Fire(ctx context.Context, payload map[string]any) bool {
 	}
 	id := runtime.NewExecutionID()
 	audit.Info(g.Prefix+".fire", "trigger", g.Name, "start_node", g.StartNode, "tick", payload["tick"], "execution_id", id)
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	g.cancelMu.Lock()
+	g.cancel = cancel
+	g.cancelMu.Unlock()
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
 		defer g.busy.Store(false)
-		rep := g.Host.Fire(context.WithoutCancel(ctx), runtime.RunOptions{
+		defer cancel()
+		rep := g.Host.Fire(runCtx, runtime.RunOptions{
 			Start:       g.StartNode,
 			Trigger:     runtime.MakeTrigger("event", runtime.Normalize(payload)),
 			ExecutionID: id,
@@ -71,8 +79,29 @@ func (g *Gate) Fire(ctx context.Context, payload map[string]any) bool {
 // Busy reports whether a run of this trigger is in flight.
 func (g *Gate) Busy() bool { return g.busy.Load() }
 
-// Wait blocks until the in-flight run (if any) has finished.
-func (g *Gate) Wait() { g.wg.Wait() }
+// Wait blocks until the in-flight run (if any) has finished. After the
+// host's DrainTimeout (when set) the run is cancelled, and Wait returns
+// once it has stopped.
+func (g *Gate) Wait() {
+	done := make(chan struct{})
+	go func() { g.wg.Wait(); close(done) }()
+	if g.Host.DrainTimeout <= 0 {
+		<-done
+		return
+	}
+	select {
+	case <-done:
+		return
+	case <-time.After(g.Host.DrainTimeout):
+	}
+	g.cancelMu.Lock()
+	if g.cancel != nil {
+		g.cancel()
+	}
+	g.cancelMu.Unlock()
+	g.audit().Warn(g.Prefix+".drain_timeout", "trigger", g.Name, "detail", "in-flight run cancelled")
+	<-done
+}
 
 func (g *Gate) audit() *slog.Logger {
 	if g.Host.Engine.Audit != nil {

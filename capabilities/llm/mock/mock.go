@@ -207,6 +207,9 @@ func (s *Server) ServeUnix(ctx context.Context, ln net.Listener) error {
 		go func() {
 			defer wg.Done()
 			defer conn.Close()
+			// Shutdown must not wait on a client that never sends its frame.
+			stopConn := context.AfterFunc(ctx, func() { conn.Close() })
+			defer stopConn()
 			_ = conn.SetDeadline(time.Now().Add(5 * time.Minute))
 			body, err := transport.ReadFrame(conn)
 			if err != nil {

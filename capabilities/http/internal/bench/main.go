@@ -1,0 +1,208 @@
+// Command bench is the HTTP serve-mode load benchmark (`make bench`): it
+// drives the same number of requests at the same concurrency against a
+// one-node workflow route served by kiln and against a bare net/http
+// handler in the same process, and reports throughput, the kiln/bare
+// ratio (target >= 0.8), p50/p99 latency and errors. It exits 1 on any
+// error.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"runtime/pprof"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	khttp "github.com/kilnworks/kiln/capabilities/http"
+	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/runtime/workflow"
+
+	_ "github.com/kilnworks/kiln/capabilities/control"
+)
+
+const body = `{"event":"ping","n":1}`
+
+func main() {
+	requests := flag.Int("requests", 10000, "requests per target")
+	concurrency := flag.Int("concurrency", 64, "concurrent clients")
+	rounds := flag.Int("rounds", 3, "measured rounds per target (best kept)")
+	slices := flag.Int("slices", 5, "interleaved slices per round")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the measured rounds to this file")
+	flag.Parse()
+
+	kilnURL, stopKiln, err := serveKiln()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	defer stopKiln()
+	bareURL, stopBare, err := serveBare()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	defer stopBare()
+
+	// Warm both up (connections, allocator), then interleave slices of
+	// the load so a burst of machine noise hits both targets alike.
+	load(bareURL, 1000, *concurrency)
+	load(kilnURL, 1000, *concurrency)
+	if *cpuprofile != "" {
+		if f, err := os.Create(*cpuprofile); err == nil {
+			_ = pprof.StartCPUProfile(f)
+		}
+	}
+	var bare, kiln result
+	for i := 0; i < *rounds; i++ {
+		var b, k []result
+		for j := 0; j < *slices; j++ {
+			b = append(b, load(bareURL, *requests / *slices, *concurrency))
+			k = append(k, load(kilnURL, *requests / *slices, *concurrency))
+		}
+		bare, kiln = best(bare, merge(b)), best(kiln, merge(k))
+	}
+	pprof.StopCPUProfile()
+	fmt.Printf("HTTP load: %d requests per target, concurrency %d, %d interleaved slices, best of %d rounds, one process\n",
+		*requests, *concurrency, *slices, *rounds)
+	fmt.Printf("  %-30s %s\n", "bare net/http handler", bare)
+	fmt.Printf("  %-30s %s\n", "kiln one-node workflow route", kiln)
+	ratio := kiln.rps / bare.rps
+	verdict := "meets"
+	if ratio < 0.8 {
+		verdict = "BELOW"
+	}
+	fmt.Printf("  throughput ratio kiln/bare: %.2f (%s the 0.8 target)\n", ratio, verdict)
+	if bare.errors+kiln.errors > 0 {
+		fmt.Fprintf(os.Stderr, "bench: %d errors\n", bare.errors+kiln.errors)
+		os.Exit(1)
+	}
+}
+
+// serveKiln serves a workflow whose route runs one respond node.
+func serveKiln() (string, func(), error) {
+	wf := &workflow.Workflow{
+		Name:       "bench",
+		StartNodes: []workflow.StartNode{{Name: "main", Source: "http"}},
+		Nodes: []workflow.Node{{ID: "ok", Type: "respond", InputFrom: "trigger",
+			BodyTemplate: `{"ok":true,"event":"{{event}}"}`}},
+		HTTPRoutes: []workflow.HTTPRoute{{Method: "POST", Path: "/hook", StartNode: "main"}},
+	}
+	p, err := runtime.Compile(wf, runtime.CompileOptions{})
+	if err != nil {
+		return "", nil, err
+	}
+	s, err := khttp.New(&runtime.Host{Program: p, Engine: &runtime.Engine{Audit: slog.New(slog.DiscardHandler)}}, khttp.Config{})
+	if err != nil {
+		return "", nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.ServeListener(ctx, ln) }()
+	return "http://" + ln.Addr().String() + "/hook", func() { cancel(); <-done }, nil
+}
+
+// serveBare is the baseline: net/http with the same timeouts, reading
+// the body and answering a small JSON document.
+func serveBare() (string, func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{
+		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"ok":true,"event":"ping"}`)
+		}),
+	}
+	go func() { _ = srv.Serve(ln) }()
+	return "http://" + ln.Addr().String() + "/hook", func() { _ = srv.Close() }, nil
+}
+
+type result struct {
+	rps      float64
+	p50, p99 time.Duration
+	errors   int64
+
+	n       int
+	elapsed time.Duration
+	lat     []time.Duration
+}
+
+// merge combines interleaved slices into one result.
+func merge(parts []result) result {
+	var m result
+	for _, p := range parts {
+		m.n += p.n
+		m.elapsed += p.elapsed
+		m.errors += p.errors
+		m.lat = append(m.lat, p.lat...)
+	}
+	sort.Slice(m.lat, func(i, j int) bool { return m.lat[i] < m.lat[j] })
+	m.rps = float64(m.n) / m.elapsed.Seconds()
+	m.p50, m.p99 = m.lat[len(m.lat)/2], m.lat[len(m.lat)*99/100]
+	return m
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("%8.0f req/s  p50 %-9v p99 %-9v errors %d", r.rps, r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.errors)
+}
+
+func best(a, b result) result {
+	if b.rps > a.rps {
+		return b
+	}
+	return a
+}
+
+// load sends n POSTs from c workers over keep-alive connections.
+func load(url string, n, c int) result {
+	tr := &http.Transport{MaxIdleConnsPerHost: c, MaxConnsPerHost: c}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	var next, errs atomic.Int64
+	lat := make([]time.Duration, n)
+	var wg sync.WaitGroup
+	begin := time.Now()
+	for w := 0; w < c; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				t0 := time.Now()
+				res, err := client.Post(url, "application/json", strings.NewReader(body))
+				if err != nil {
+					errs.Add(1)
+					continue
+				}
+				b, err := io.ReadAll(res.Body)
+				res.Body.Close()
+				if err != nil || res.StatusCode != 200 || !strings.HasPrefix(string(b), `{"ok":true`) {
+					errs.Add(1)
+				}
+				lat[i] = time.Since(t0)
+			}
+		}()
+	}
+	wg.Wait()
+	return result{n: n, elapsed: time.Since(begin), lat: lat, errors: errs.Load()}
+}

@@ -1,0 +1,115 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/kilnworks/kiln/runtime"
+)
+
+// EnvStdio is read when --mcp-stdio is not given.
+const EnvStdio = "KILN_MCP_STDIO"
+
+var flags struct{ stdio string }
+
+// pools are the pools Setup created; Close shuts them down.
+var pools struct {
+	sync.Mutex
+	list []*Pool
+}
+
+func init() {
+	runtime.RegisterExtension(runtime.Extension{
+		Name: "mcp",
+		Flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&flags.stdio, "mcp-stdio", "", "spawn this MCP server over stdio as server \"default\" (\"CMD ARGS\"; env "+EnvStdio+")")
+		},
+		Setup: func(ctx context.Context, h *runtime.Host) error {
+			stdio := flags.stdio
+			if stdio == "" {
+				stdio = os.Getenv(EnvStdio)
+			}
+			return Setup(ctx, h, stdio)
+		},
+		Listeners: Listeners,
+		Close:     closeAll,
+	})
+}
+
+// Setup validates the program's MCP declarations and, unless something
+// (the fixture runner's mock) already set one, puts a pool of its servers
+// into Services.MCP. stdio is the legacy --mcp-stdio command ("" = none).
+// In serve mode every server starts now, so a broken one fails start-up
+// instead of the first request.
+func Setup(ctx context.Context, h *runtime.Host, stdio string) error {
+	if err := validateTree(h.Program); err != nil {
+		return err
+	}
+	if h.Engine.Services == nil {
+		h.Engine.Services = &runtime.Services{}
+	}
+	svc := h.Engine.Services
+	if svc.MCP != nil {
+		return nil
+	}
+	declared := map[string]Server{}
+	if err := collectServers(h.Program, declared); err != nil {
+		return err
+	}
+	if stdio != "" {
+		argv, err := splitCommand(stdio)
+		if err != nil {
+			return fmt.Errorf("--mcp-stdio: %v", err)
+		}
+		if _, clash := declared[DefaultServer]; clash {
+			return fmt.Errorf("--mcp-stdio: [[mcp_servers]] already declares a server named %q", DefaultServer)
+		}
+		declared[DefaultServer] = Server{Name: DefaultServer, Command: argv, Legacy: true}
+	}
+	if len(declared) == 0 {
+		return nil
+	}
+	servers := make([]Server, 0, len(declared))
+	for _, name := range runtime.SortedKeys(declared) {
+		servers = append(servers, declared[name])
+	}
+	// The secrets family may fill Services.Secret after this Setup, so it
+	// is looked up when a server starts.
+	secret := func(name string) (string, error) {
+		if svc.Secret != nil {
+			return svc.Secret(name)
+		}
+		if v, ok := os.LookupEnv(name); ok {
+			return v, nil
+		}
+		return "", errors.New("not set (no [[secrets]] entry and no such environment variable)")
+	}
+	pool := NewPool(servers, Options{Secret: secret, Audit: h.Engine.Audit})
+	pools.Lock()
+	pools.list = append(pools.list, pool)
+	pools.Unlock()
+	svc.MCP = pool
+	if h.ServeMode {
+		for _, name := range pool.Names() {
+			if err := pool.Start(ctx, name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func closeAll() error {
+	pools.Lock()
+	list := pools.list
+	pools.list = nil
+	pools.Unlock()
+	for _, p := range list {
+		_ = p.Close()
+	}
+	return nil
+}

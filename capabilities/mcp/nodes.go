@@ -1,0 +1,166 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/runtime/policy"
+	"github.com/kilnworks/kiln/runtime/workflow"
+)
+
+func init() {
+	runtime.RegisterNode(runtime.NodeKind{Kind: "call_mcp_tool", Family: "mcp", Prepare: prepareTool, SideEffect: true})
+	runtime.RegisterNode(runtime.NodeKind{Kind: "read_mcp_resource", Family: "mcp", Prepare: prepareResource, SideEffect: true})
+}
+
+// prepareServer validates the node's workflow and resolves the server the
+// node talks to.
+func prepareServer(n *workflow.Node, p *runtime.Program) (Server, error) {
+	if err := Validate(p.Workflow); err != nil {
+		return Server{}, err
+	}
+	name, err := SelectServer(p.Workflow, n.Server)
+	if err != nil {
+		return Server{}, err
+	}
+	return lookupServer(p.Workflow, name), nil
+}
+
+func prepareTool(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) {
+	if strings.TrimSpace(n.Tool) == "" {
+		return nil, errors.New("tool is required")
+	}
+	srv, err := prepareServer(n, p)
+	if err != nil {
+		return nil, err
+	}
+	tool := n.Tool
+	return func(ctx context.Context, c *runtime.Call) (runtime.Result, error) {
+		args, err := toolArgs(c)
+		if err != nil {
+			return runtime.Result{}, err
+		}
+		// Both allowlists, before anything is dialled (or dry-run answers).
+		if err := srv.ToolAllowed(tool); err != nil {
+			return runtime.Result{}, err
+		}
+		if err := c.Run.Policy().MCPTool(srv.policyServer(), tool); err != nil {
+			return runtime.Result{}, err
+		}
+		if c.DryRun() {
+			return runtime.Next(map[string]any{"tool": tool, "server": srv.Name, "args": args, "dry_run": true}), nil
+		}
+		client, err := mcpClient(c)
+		if err != nil {
+			return runtime.Result{}, err
+		}
+		res, err := client.CallTool(ctx, srv.Name, tool, args)
+		if err != nil {
+			return runtime.Result{}, callError(c, err, "server %s: tools/call %s", srv.Name, tool)
+		}
+		isError := res["isError"] == true
+		out := map[string]any{
+			"tool":       tool,
+			"server":     srv.Name,
+			"content":    orEmptyList(res["content"]),
+			"is_error":   isError,
+			"structured": res["structuredContent"],
+		}
+		if isError {
+			return runtime.NextBranch(out, "error"), nil
+		}
+		return runtime.Next(out), nil
+	}, nil
+}
+
+func prepareResource(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) {
+	if strings.TrimSpace(n.ResourceFrom) == "" {
+		return nil, errors.New("resource_from is required")
+	}
+	srv, err := prepareServer(n, p)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, c *runtime.Call) (runtime.Result, error) {
+		uri, err := c.FromString("resource_from", c.Node.ResourceFrom)
+		if err != nil {
+			return runtime.Result{}, err
+		}
+		if uri == "" {
+			return runtime.Result{}, c.Errorf(runtime.ClassTool, "resource_from %q resolved to an empty URI", c.Node.ResourceFrom)
+		}
+		if err := srv.ResourceAllowed(uri); err != nil {
+			return runtime.Result{}, err
+		}
+		if err := c.Run.Policy().MCPResource(srv.policyServer(), uri); err != nil {
+			return runtime.Result{}, err
+		}
+		if c.DryRun() {
+			return runtime.Next(map[string]any{"uri": uri, "server": srv.Name, "dry_run": true}), nil
+		}
+		client, err := mcpClient(c)
+		if err != nil {
+			return runtime.Result{}, err
+		}
+		res, err := client.ReadResource(ctx, srv.Name, uri)
+		if err != nil {
+			return runtime.Result{}, callError(c, err, "server %s: resources/read %s", srv.Name, uri)
+		}
+		return runtime.Next(map[string]any{
+			"uri":      uri,
+			"server":   srv.Name,
+			"contents": orEmptyList(res["contents"]),
+		}), nil
+	}, nil
+}
+
+// toolArgs resolves args_from: always an object. Absent (or null) is {},
+// never null; anything else is an error naming the node.
+func toolArgs(c *runtime.Call) (map[string]any, error) {
+	if c.Node.ArgsFrom == "" {
+		return map[string]any{}, nil
+	}
+	v, found := c.Lookup(c.Node.ArgsFrom)
+	if !found || v == nil {
+		return map[string]any{}, nil
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, c.Errorf(runtime.ClassTool, "args_from %q resolved to %s, want an object (tool arguments)", c.Node.ArgsFrom, runtime.TypeName(v))
+	}
+	return obj, nil
+}
+
+func mcpClient(c *runtime.Call) (runtime.MCPClient, error) {
+	client := c.Run.Services().MCP
+	if client == nil {
+		return nil, c.Errorf(runtime.ClassConfig, "no MCP server is configured: declare [[mcp_servers]] or pass --mcp-stdio \"CMD ARGS\"")
+	}
+	return client, nil
+}
+
+// callError classifies a client failure: denials stay policy errors,
+// everything else (JSON-RPC errors, lost servers) is an MCP error, which
+// `retry` may retry. The run deadline keeps its cause so the engine
+// reports a timeout.
+func callError(c *runtime.Call, err error, format string, args ...any) error {
+	if policy.IsDenial(err) {
+		return err
+	}
+	if runtime.ClassOf(err) == runtime.ClassPolicy {
+		return err
+	}
+	e := c.Errorf(runtime.ClassMCP, "%s: %s", fmt.Sprintf(format, args...), errText(err))
+	e.Err = err
+	return e
+}
+
+func orEmptyList(v any) any {
+	if v == nil {
+		return []any{}
+	}
+	return v
+}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/kilnworks/kiln/gen"
+)
+
+func init() {
+	addCommand(command{
+		name:    "inspect",
+		summary: "show what a sealed binary contains, and check its build tags and packages against its manifest",
+		run:     runInspect,
+	})
+}
+
+func runInspect(args []string, stdout, stderr io.Writer) int {
+	fl := flag.NewFlagSet("kiln inspect", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	asJSON := fl.Bool("json", false, "print a JSON report")
+	fl.Usage = func() {
+		fmt.Fprintln(stderr, "usage: kiln inspect [--json] BIN")
+		fmt.Fprintln(stderr, "Reads BIN's build info and embedded manifest without running it.")
+		fmt.Fprintln(stderr, "Exit status: 0 consistent, 5 the build tags, manifest or linked packages disagree, 2 not a sealed binary.")
+		fl.PrintDefaults()
+	}
+	rest, code, ok := parseSupplyFlags(fl, args)
+	if !ok {
+		return code
+	}
+	if len(rest) != 1 {
+		fl.Usage()
+		return exitUsage
+	}
+	in, err := gen.Inspect(rest[0])
+	if err != nil {
+		fmt.Fprintf(stderr, "kiln inspect: %v\n", err)
+		return exitUsage
+	}
+	if *asJSON {
+		writeInspectJSON(stdout, in)
+	} else {
+		writeInspectText(stdout, in)
+	}
+	if !in.OK() {
+		for _, p := range in.Problems {
+			fmt.Fprintf(stderr, "kiln inspect: %s: %s\n", rest[0], p)
+		}
+		return exitFailed
+	}
+	return exitOK
+}
+
+func writeInspectText(w io.Writer, in *gen.Inspection) {
+	m := in.Manifest
+	fmt.Fprintf(w, "binary     %s (%d bytes)\n", in.Path, in.Size)
+	fmt.Fprintf(w, "workflow   %s (sha256 %s)\n", m.Workflow.Name, m.Workflow.Digest)
+	fmt.Fprintf(w, "kiln       %s\n", m.KilnVersion)
+	fmt.Fprintf(w, "go         %s\n", in.BuildInfo.GoVersion)
+	fmt.Fprintf(w, "tags       %s\n", strings.Join(in.Tags, ","))
+	fmt.Fprintf(w, "families   %s (manifest), %s (build tags), %s (linked)\n",
+		strings.Join(m.FamilyIDs(), ","), strings.Join(in.TagFamilies, ","), strings.Join(in.LinkedFamilies, ","))
+	fmt.Fprintf(w, "node kinds %s\n", strings.Join(m.NodeKinds, ","))
+	fmt.Fprintln(w, "modules")
+	fmt.Fprintf(w, "  %s %s (main)\n", in.BuildInfo.Main.Path, in.BuildInfo.Main.Version)
+	for _, d := range in.BuildInfo.Deps {
+		line := fmt.Sprintf("  %s %s", d.Path, d.Version)
+		if d.Replace != nil {
+			line += fmt.Sprintf(" => %s %s", d.Replace.Path, d.Replace.Version)
+		}
+		fmt.Fprintln(w, line)
+	}
+	if in.OK() {
+		fmt.Fprintln(w, "ok         build tags, manifest and linked packages agree")
+	}
+	for _, p := range in.Problems {
+		fmt.Fprintf(w, "PROBLEM    %s\n", p)
+	}
+}
+
+func writeInspectJSON(w io.Writer, in *gen.Inspection) {
+	type module struct {
+		Path    string `json:"path"`
+		Version string `json:"version"`
+		Replace string `json:"replace,omitempty"`
+	}
+	rep := struct {
+		Binary         string          `json:"binary"`
+		Size           int64           `json:"size"`
+		GoVersion      string          `json:"go_version"`
+		Tags           []string        `json:"build_tags"`
+		TagFamilies    []string        `json:"tag_families"`
+		LinkedFamilies []string        `json:"linked_families"`
+		Packages       []string        `json:"kiln_packages"`
+		Modules        []module        `json:"modules"`
+		Manifest       json.RawMessage `json:"manifest"`
+		OK             bool            `json:"ok"`
+		Problems       []string        `json:"problems"`
+	}{
+		Binary: in.Path, Size: in.Size, GoVersion: in.BuildInfo.GoVersion, Tags: in.Tags,
+		TagFamilies: in.TagFamilies, LinkedFamilies: in.LinkedFamilies, Packages: in.Packages,
+		Manifest: in.ManifestJSON, OK: in.OK(), Problems: in.Problems,
+	}
+	for _, d := range in.BuildInfo.Deps {
+		mod := module{Path: d.Path, Version: d.Version}
+		if d.Replace != nil {
+			mod.Replace = d.Replace.Path
+		}
+		rep.Modules = append(rep.Modules, mod)
+	}
+	if rep.Problems == nil {
+		rep.Problems = []string{}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(rep)
+}

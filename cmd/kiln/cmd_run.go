@@ -1,0 +1,127 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	_ "github.com/kilnworks/kiln/capabilities/all" // every family: kiln run/test link everything
+	"github.com/kilnworks/kiln/gen"
+	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/runtime/cli"
+)
+
+func init() {
+	addCommand(command{
+		name:    "run",
+		summary: "run a workflow from its TOML: once (outcome JSON on stdout) or serve its routes and triggers",
+		run:     runRun,
+	})
+}
+
+const runUsage = `usage: kiln run WORKFLOW.toml [flags]
+       kiln run --config WORKFLOW.toml [flags]
+
+Loads and validates the workflow, then runs it once with a manual trigger
+(--input FILE or - for stdin, JSON) and prints the outcome JSON, or serves
+it when it declares http routes or long-lived triggers (--mode once|serve).
+Every flag NAME also reads the environment variable KILN_NAME.
+
+Exit status: 0 completed, 2 usage or configuration error, 5 failed, timed
+out, errored or invalid workflow, 7 paused. Run 'kiln run WORKFLOW.toml -h'
+for every flag.`
+
+// runRun loads the workflow, then hands over to the run CLI that sealed
+// binaries share.
+func runRun(args []string, stdout, stderr io.Writer) int {
+	path, rest, err := workflowArg(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "kiln run: %v\n\n%s\n", err, runUsage)
+		return exitUsage
+	}
+	if path == "" {
+		fmt.Fprintln(stderr, runUsage)
+		return exitOK
+	}
+	rest, signing, err := splitSigningArgs(rest) // cmd_sign.go
+	var lo gen.LoadOptions
+	if err == nil {
+		err = signing.apply(&lo)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "kiln run: %v\n", err)
+		return exitUsage
+	}
+	wf, err := gen.Load(path, lo)
+	if err != nil {
+		return loadFailed(err, stderr)
+	}
+	return cli.Main(rest, cli.Options{Prog: "kiln", Workflow: wf, Stdout: stdout, Stderr: stderr})
+}
+
+// workflowArg takes the workflow path from the first argument or from
+// --config anywhere; the rest are run flags. An empty path asks for help.
+func workflowArg(args []string) (path string, rest []string, err error) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && name == "config" {
+			if !hasValue {
+				if i+1 >= len(args) {
+					return "", nil, fmt.Errorf("--config needs a workflow file")
+				}
+				i++
+				value = args[i]
+			}
+			if path != "" {
+				return "", nil, fmt.Errorf("two workflows given (%s and %s)", path, value)
+			}
+			path = value
+			continue
+		}
+		rest = append(rest, a)
+	}
+	if path == "" && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+		path, rest = rest[0], rest[1:]
+	}
+	if path == "" {
+		for _, a := range rest {
+			if a == "-h" || a == "--help" || a == "-help" {
+				return "", nil, nil
+			}
+		}
+		return "", nil, fmt.Errorf("no workflow file given")
+	}
+	return path, rest, nil
+}
+
+// loadFailed reports a load error: a parse error as file:line: message
+// (exit 2), an invalid workflow as the validation report JSON (exit 5).
+func loadFailed(err error, stderr io.Writer) int {
+	var pe *gen.ParseError
+	var ve *gen.ValidationError
+	var se *gen.SignatureError
+	switch {
+	case errors.As(err, &se):
+		fmt.Fprintf(stderr, "kiln: %v\n", err)
+		return exitFailed
+	case errors.As(err, &pe):
+		fmt.Fprintln(stderr, pe.Error())
+		return exitUsage
+	case errors.As(err, &ve):
+		issues := ve.Issues
+		if issues == nil {
+			issues = []gen.Issue{}
+		}
+		report, jerr := runtime.EncodeJSON(map[string]any{"workflow": ve.Workflow, "ok": false, "issues": issues})
+		if jerr != nil {
+			fmt.Fprintf(stderr, "kiln: %v\n", err)
+		} else {
+			fmt.Fprintf(stderr, "%s\n", report)
+		}
+		return exitFailed
+	}
+	fmt.Fprintf(stderr, "kiln: %v\n", err)
+	return exitUsage
+}

@@ -1,0 +1,220 @@
+package gen
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/template"
+
+	"golang.org/x/mod/modfile"
+	"golang.org/x/mod/module"
+	"golang.org/x/mod/sumdb/dirhash"
+
+	"github.com/kilnworks/kiln/runtime/manifest"
+	"github.com/kilnworks/kiln/templates"
+)
+
+// KilnModule is kiln's module path: generated programs import it.
+const KilnModule = manifest.ModulePath
+
+// develVersion is the version a generated go.mod requires kiln at when a
+// replace line points at a source tree.
+const develVersion = "v0.0.0-00010101000000-000000000000"
+
+// KilnSource is where a generated module finds kiln's packages.
+type KilnSource struct {
+	// Dir is kiln's module root: a source tree, or the extracted module in
+	// the module cache.
+	Dir string
+	// Version is what the generated go.mod requires kiln at.
+	Version string
+	// Replace is true when Dir is a source tree reached by a replace line.
+	Replace bool
+	// GoVersion is the go directive of kiln's go.mod.
+	GoVersion string
+	// Requires are kiln's own requirements, repeated in the generated
+	// go.mod so module graph pruning finds every package.
+	Requires []module.Version
+	// GoSum is kiln's go.sum (plus kiln's own lines when it comes from the
+	// module cache), so the build needs no download.
+	GoSum []byte
+	// How says how Dir was found (for messages).
+	How string
+}
+
+// FindKilnSource locates kiln's packages for a generated module, in the
+// order ARCHITECTURE.md gives: explicit dir (--kiln-source), $KILN_SOURCE,
+// a go.mod of module kiln found walking up from the working directory, the
+// module cache at the version in this binary's build info.
+func FindKilnSource(explicit string) (*KilnSource, error) {
+	if explicit != "" {
+		return sourceTree(explicit, "--kiln-source")
+	}
+	if env := os.Getenv("KILN_SOURCE"); env != "" {
+		return sourceTree(env, "$KILN_SOURCE")
+	}
+	if wd, err := os.Getwd(); err == nil {
+		for dir := wd; ; {
+			if isKilnModule(dir) {
+				return sourceTree(dir, "the working directory's module")
+			}
+			parent := filepath.Dir(dir)
+			if parent == dir {
+				break
+			}
+			dir = parent
+		}
+	}
+	v := manifest.KilnVersion()
+	if v == "devel" {
+		return nil, errors.New("cannot find kiln's source: this kiln is a development build and the working directory is not inside the kiln module; pass --kiln-source DIR or set KILN_SOURCE")
+	}
+	return moduleCacheSource(v)
+}
+
+func isKilnModule(dir string) bool {
+	data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	return err == nil && modfile.ModulePath(data) == KilnModule
+}
+
+// sourceTree reads a kiln source tree.
+func sourceTree(dir, how string) (*KilnSource, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	if !isKilnModule(abs) {
+		return nil, fmt.Errorf("%s %s is not the kiln module (no go.mod declaring %s)", how, dir, KilnModule)
+	}
+	src := &KilnSource{Dir: abs, Version: develVersion, Replace: true, How: how}
+	if err := src.readModule(); err != nil {
+		return nil, err
+	}
+	return src, nil
+}
+
+// moduleCacheSource uses the released kiln at version v from the module
+// cache; its go.sum lines come from the cache's own hash files.
+func moduleCacheSource(v string) (*KilnSource, error) {
+	cache, err := goEnv("GOMODCACHE")
+	if err != nil {
+		return nil, err
+	}
+	esc, err := module.EscapePath(KilnModule)
+	if err != nil {
+		return nil, err
+	}
+	escV, err := module.EscapeVersion(v)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(cache, filepath.FromSlash(esc)+"@"+escV)
+	if !isKilnModule(dir) {
+		return nil, fmt.Errorf("kiln %s is not in the module cache (%s); run `go mod download %s@%s` or pass --kiln-source DIR", v, cache, KilnModule, v)
+	}
+	src := &KilnSource{Dir: dir, Version: v, How: "the module cache"}
+	if err := src.readModule(); err != nil {
+		return nil, err
+	}
+	dl := filepath.Join(cache, "cache", "download", filepath.FromSlash(esc), "@v", escV)
+	zipHash, err := os.ReadFile(dl + ".ziphash")
+	if err != nil {
+		return nil, fmt.Errorf("kiln %s: module cache has no hash of the module zip: %w", v, err)
+	}
+	modHash, err := dirhash.Hash1([]string{"go.mod"}, func(string) (io.ReadCloser, error) { return os.Open(dl + ".mod") })
+	if err != nil {
+		return nil, fmt.Errorf("kiln %s: %w", v, err)
+	}
+	src.GoSum = append(src.GoSum, fmt.Sprintf("%s %s %s\n%s %s/go.mod %s\n",
+		KilnModule, v, strings.TrimSpace(string(zipHash)), KilnModule, v, modHash)...)
+	return src, nil
+}
+
+// readModule reads go.mod and go.sum of src.Dir.
+func (src *KilnSource) readModule() error {
+	gomod := filepath.Join(src.Dir, "go.mod")
+	data, err := os.ReadFile(gomod)
+	if err != nil {
+		return err
+	}
+	mf, err := modfile.ParseLax(gomod, data, nil)
+	if err != nil {
+		return err
+	}
+	if mf.Go != nil {
+		src.GoVersion = mf.Go.Version
+	}
+	for _, r := range mf.Require {
+		src.Requires = append(src.Requires, r.Mod)
+	}
+	src.GoSum, err = os.ReadFile(filepath.Join(src.Dir, "go.sum"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// moduleData is what templates/go.mod.tmpl renders.
+type moduleData struct {
+	Workflow    string
+	Module      string
+	GoVersion   string
+	KilnModule  string
+	KilnVersion string
+	Requires    []module.Version
+	Replace     string
+}
+
+// ModuleFiles returns the go.mod and go.sum of a standalone module named
+// modPath holding a generated program that uses kiln from src. replace is
+// the path written in the replace line (when src is a source tree).
+func ModuleFiles(plan *Plan, modPath string, src *KilnSource, replace string) (gomod, gosum []byte, err error) {
+	if err := module.CheckPath(modPath); err != nil {
+		// Main modules may use paths without a dot; check the weaker rule.
+		if err2 := module.CheckImportPath(modPath); err2 != nil {
+			return nil, nil, fmt.Errorf("module path %q: %v", modPath, err2)
+		}
+	}
+	tmpl, err := template.ParseFS(templates.FS, "go.mod.tmpl")
+	if err != nil {
+		return nil, nil, err
+	}
+	d := moduleData{
+		Workflow:    plan.Workflow.Name,
+		Module:      modPath,
+		GoVersion:   src.GoVersion,
+		KilnModule:  KilnModule,
+		KilnVersion: src.Version,
+		Requires:    src.Requires,
+	}
+	if src.Replace {
+		d.Replace = replace
+	}
+	var buf bytes.Buffer
+	if err := tmpl.Execute(&buf, d); err != nil {
+		return nil, nil, err
+	}
+	// Let modfile check and format what the template produced.
+	mf, err := modfile.Parse("go.mod", buf.Bytes(), nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("generated go.mod: %w", err)
+	}
+	if gomod, err = mf.Format(); err != nil {
+		return nil, nil, err
+	}
+	return gomod, src.GoSum, nil
+}
+
+// goEnv reads one `go env` variable.
+func goEnv(name string) (string, error) {
+	out, err := goCommand(nil, "", "env", name).Output()
+	if err != nil {
+		return "", fmt.Errorf("go env %s: %w", name, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}

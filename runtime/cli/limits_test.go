@@ -1,0 +1,100 @@
+package cli_test
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/runtime/cli"
+	"github.com/kilnworks/kiln/runtime/workflow"
+)
+
+var sink [][]byte
+
+func init() {
+	// limtest_alloc allocates and touches trigger.mb MiB.
+	runtime.RegisterNode(runtime.NodeKind{Kind: "limtest_alloc", Family: "limtest",
+		Prepare: func(*workflow.Node, *runtime.Program) (runtime.NodeFunc, error) {
+			return func(ctx context.Context, c *runtime.Call) (runtime.Result, error) {
+				n, _ := c.Run.Trigger()["mb"].(json.Number).Int64()
+				for i := int64(0); i < n; i++ {
+					b := make([]byte, 1<<20)
+					for j := 0; j < len(b); j += 4096 {
+						b[j] = 1
+					}
+					sink = append(sink, b)
+				}
+				return runtime.Next(n), nil
+			}, nil
+		}})
+	// limtest_spin burns CPU until its context ends.
+	runtime.RegisterNode(runtime.NodeKind{Kind: "limtest_spin", Family: "limtest",
+		Prepare: func(*workflow.Node, *runtime.Program) (runtime.NodeFunc, error) {
+			return func(ctx context.Context, c *runtime.Call) (runtime.Result, error) {
+				x := 0
+				for ctx.Err() == nil {
+					for i := 0; i < 1e6; i++ {
+						x += i
+					}
+				}
+				return runtime.Next(x), nil
+			}, nil
+		}})
+}
+
+func TestBudgetMemoryLimit(t *testing.T) {
+	dir := t.TempDir()
+	wf := filepath.Join(dir, "mem.toml")
+	writeFile(t, wf, "name = \"mem\"\n[budget]\nmax_memory_mb = 96\n[[nodes]]\nid = \"a\"\ntype = \"limtest_alloc\"\n")
+	small, big := filepath.Join(dir, "small.json"), filepath.Join(dir, "big.json")
+	writeFile(t, small, `{"mb": 8}`)
+	writeFile(t, big, `{"mb": 400}`)
+	if out, stderr, code := kiln(t, wf, "--input", small, "--quiet"); code != cli.ExitOK {
+		t.Fatalf("within the budget: exit %d\n%s\n%s", code, out, stderr)
+	}
+	_, stderr, code := kiln(t, wf, "--input", big, "--quiet")
+	if code == cli.ExitOK || !strings.Contains(stderr, "out of memory") {
+		t.Fatalf("over the budget: exit %d\n%.300s", code, stderr)
+	}
+}
+
+func TestBudgetCPULimit(t *testing.T) {
+	dir := t.TempDir()
+	wf := filepath.Join(dir, "cpu.toml")
+	writeFile(t, wf, "name = \"cpu\"\n[budget]\nmax_cpu_secs = 1\n[[nodes]]\nid = \"spin\"\ntype = \"limtest_spin\"\n")
+	start := time.Now()
+	_, stderr, code := kiln(t, wf, "--quiet", "--timeout-secs", "20")
+	if code != cli.ExitFailed || !strings.Contains(stderr, "max_cpu_secs (1) exhausted") {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("took %v", took)
+	}
+}
+
+func TestBudgetCPULimitInheritedByCommands(t *testing.T) {
+	dir := t.TempDir()
+	wf := filepath.Join(dir, "child.toml")
+	writeFile(t, wf, `
+name = "child"
+[budget]
+max_cpu_secs = 1
+[[nodes]]
+id = "burn"
+type = "shell_run"
+command = "/bin/sh"
+args_from = "trigger.args"
+`)
+	input := filepath.Join(dir, "in.json")
+	writeFile(t, input, `{"args": ["-c", "while :; do :; done"]}`)
+	stdout, stderr, code := kiln(t, wf, "--input", input, "--quiet", "--timeout-secs", "20")
+	// The command dies of its own CPU limit; kiln itself used little CPU
+	// and completes, the node on its error branch.
+	if code != cli.ExitOK || !strings.Contains(stdout, `"signal": "SIGXCPU"`) {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+}

@@ -1,0 +1,305 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/kilnworks/kiln/runtime/workflow"
+)
+
+// Durable-run test kinds:
+//   - d_step records its id in dSteps and outputs {"step": id}; with
+//     Reason "fail-once" it errors the first time it runs.
+//   - d_pause pauses for approval.
+//   - d_peek outputs the state of its own run's checkpoint file.
+var (
+	dMu        sync.Mutex
+	dSteps     []string
+	dFailed    = map[string]bool{}
+	dStateDirs = map[string]string{} // run id -> state dir, for d_peek
+)
+
+func init() {
+	RegisterNode(NodeKind{Kind: "d_step", Family: "test", Prepare: func(n *workflow.Node, _ *Program) (NodeFunc, error) {
+		return func(ctx context.Context, c *Call) (Result, error) {
+			dMu.Lock()
+			defer dMu.Unlock()
+			if c.Node.Reason == "fail-once" && !dFailed[c.Run.ExecutionID] {
+				dFailed[c.Run.ExecutionID] = true
+				return Result{}, c.Errorf(ClassTool, "transient trouble")
+			}
+			dSteps = append(dSteps, c.Node.ID)
+			return Next(map[string]any{"step": c.Node.ID, "secret": c.Run.Trigger()["secret"]}), nil
+		}, nil
+	}})
+	RegisterNode(NodeKind{Kind: "d_pause", Family: "test", Prepare: func(n *workflow.Node, _ *Program) (NodeFunc, error) {
+		return func(ctx context.Context, c *Call) (Result, error) {
+			return Result{Action: Pause, Reason: "approve " + c.Node.ID}, nil
+		}, nil
+	}})
+	RegisterNode(NodeKind{Kind: "d_peek", Family: "test", Prepare: func(n *workflow.Node, _ *Program) (NodeFunc, error) {
+		return func(ctx context.Context, c *Call) (Result, error) {
+			cp, err := LoadCheckpoint(c.Run.Engine.StateDir, c.Run.ExecutionID)
+			if err != nil {
+				return Result{}, err
+			}
+			return Next(map[string]any{"state": cp.State, "next": cp.NextNode,
+				"active": runActive(c.Run.Engine.StateDir, c.Run.ExecutionID)}), nil
+		}, nil
+	}})
+}
+
+func dReset() {
+	dMu.Lock()
+	defer dMu.Unlock()
+	dSteps = nil
+	dFailed = map[string]bool{}
+}
+
+func dSteped() []string {
+	dMu.Lock()
+	defer dMu.Unlock()
+	return append([]string(nil), dSteps...)
+}
+
+func dNode(id, kind string) workflow.Node { return workflow.Node{ID: id, Type: kind} }
+
+func dProgram(t *testing.T, digest string, nodes []workflow.Node, edges []workflow.Edge) *Program {
+	t.Helper()
+	p, err := Compile(&workflow.Workflow{Name: "durable", Digest: digest, Nodes: nodes, Edges: edges}, CompileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func chainEdges(ids ...string) []workflow.Edge {
+	var out []workflow.Edge
+	for i := 1; i < len(ids); i++ {
+		out = append(out, workflow.Edge{From: ids[i-1], To: ids[i]})
+	}
+	return out
+}
+
+func exists(t *testing.T, path string) bool {
+	_, err := os.Stat(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+func TestCheckpointEachNodeLifecycle(t *testing.T) {
+	dReset()
+	dir := t.TempDir()
+	p := dProgram(t, "d1", []workflow.Node{dNode("a", "d_step"), dNode("peek", "d_peek"), dNode("b", "d_step")},
+		chainEdges("a", "peek", "b"))
+	rep := (&Engine{StateDir: dir}).Run(context.Background(), p, RunOptions{ExecutionID: "run-each", CheckpointEachNode: true})
+	if rep.Outcome.Status != StatusCompleted {
+		t.Fatalf("outcome %+v", rep.Outcome)
+	}
+	// While running, the checkpoint was incomplete, pointed at the node
+	// being executed, and the run held its lock.
+	peek, _ := EncodeJSON(rep.Trace.Entries[1].Output)
+	if string(peek) != `{"active":true,"next":"peek","state":"incomplete"}` {
+		t.Fatalf("checkpoint during the run: %s", peek)
+	}
+	cpPath, _ := CheckpointPath(dir, "run-each")
+	lp, _ := lockPath(dir, "run-each")
+	if exists(t, cpPath) || exists(t, lp) {
+		t.Fatal("a completed run left its checkpoint or lock behind")
+	}
+}
+
+func TestRunLockExcludesOtherHolders(t *testing.T) {
+	dir := t.TempDir()
+	unlock, err := lockRun(dir, "held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !runActive(dir, "held") {
+		t.Fatal("held lock not seen as active")
+	}
+	if _, err := lockRun(dir, "held"); err == nil || !strings.Contains(err.Error(), "executing in another process") {
+		t.Fatalf("second lock: %v", err)
+	}
+	// A resume while the run is held is refused and changes nothing.
+	p := dProgram(t, "d2", []workflow.Node{dNode("a", "d_step"), dNode("b", "d_step")}, chainEdges("a", "b"))
+	path, _ := CheckpointPath(dir, "held")
+	cp := &Checkpoint{RunID: "held", WorkflowDigest: "d2", State: CheckpointIncomplete, NextNode: "b", Outputs: map[string]any{}}
+	data, _ := EncodeJSON(cp)
+	if err := WriteFileAtomic(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rep := (&Engine{StateDir: dir}).Run(context.Background(), p, RunOptions{Resume: cp})
+	if rep.Outcome.Status != StatusErrored || !strings.Contains(rep.Outcome.Reason, "executing in another process") {
+		t.Fatalf("outcome %+v", rep.Outcome)
+	}
+	infos, err := ListCheckpoints(dir)
+	if err != nil || len(infos) != 1 || !infos[0].Active {
+		t.Fatalf("list %+v %v", infos, err)
+	}
+	unlock()
+	if runActive(dir, "held") {
+		t.Fatal("released lock still active")
+	}
+}
+
+func TestErroredRunMarkedThenResumed(t *testing.T) {
+	dReset()
+	dir := t.TempDir()
+	flaky := dNode("b", "d_step")
+	flaky.Reason = "fail-once"
+	p := dProgram(t, "d3", []workflow.Node{dNode("a", "d_step"), flaky, dNode("c", "d_step")}, chainEdges("a", "b", "c"))
+	e := &Engine{StateDir: dir}
+	rep := e.Run(context.Background(), p, RunOptions{ExecutionID: "run-err", CheckpointEachNode: true})
+	if rep.Outcome.Status != StatusErrored {
+		t.Fatalf("outcome %+v", rep.Outcome)
+	}
+	cp, err := LoadCheckpoint(dir, "run-err")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cp.State != CheckpointErrored || cp.NextNode != "b" || !strings.Contains(cp.Reason, "transient trouble") {
+		t.Fatalf("checkpoint %+v", cp)
+	}
+	// An explicit resume re-runs the node that errored, not the ones before.
+	rep = e.Run(context.Background(), p, RunOptions{Resume: cp})
+	if rep.Outcome.Status != StatusCompleted || rep.ExecutionID != "run-err" {
+		t.Fatalf("resume %+v (id %s)", rep.Outcome, rep.ExecutionID)
+	}
+	if got := strings.Join(dSteped(), ","); got != "a,b,c" {
+		t.Fatalf("steps %s", got)
+	}
+	if path, _ := CheckpointPath(dir, "run-err"); exists(t, path) {
+		t.Fatal("checkpoint kept after completion")
+	}
+}
+
+func TestResumeRefusesDifferentDigest(t *testing.T) {
+	dReset()
+	dir := t.TempDir()
+	nodes := []workflow.Node{dNode("a", "d_step"), dNode("p", "d_pause"), dNode("b", "d_step")}
+	p1 := dProgram(t, "digest-one", nodes, chainEdges("a", "p", "b"))
+	e := &Engine{StateDir: dir}
+	rep := e.Run(context.Background(), p1, RunOptions{ExecutionID: "run-dig"})
+	if rep.Outcome.Status != StatusPaused {
+		t.Fatalf("outcome %+v", rep.Outcome)
+	}
+	cp, _ := LoadCheckpoint(dir, "run-dig")
+	p2 := dProgram(t, "digest-two", nodes, chainEdges("a", "p", "b"))
+	rep = e.Run(context.Background(), p2, RunOptions{Resume: cp})
+	if rep.Outcome.Status != StatusErrored || !strings.Contains(rep.Outcome.Reason, "different workflow") {
+		t.Fatalf("outcome %+v", rep.Outcome)
+	}
+	// Refused means untouched: still paused, still resumable by the right
+	// workflow.
+	if again, err := LoadCheckpoint(dir, "run-dig"); err != nil || again.State != CheckpointPaused {
+		t.Fatalf("checkpoint after refusal %+v %v", again, err)
+	}
+	if rep := e.Run(context.Background(), p1, RunOptions{Resume: cp}); rep.Outcome.Status != StatusCompleted {
+		t.Fatalf("resume %+v", rep.Outcome)
+	}
+}
+
+func TestLoopCountersSurvivePauses(t *testing.T) {
+	dReset()
+	dir := t.TempDir()
+	two := 2
+	// work -> gate(pause) -> work (loop, at most twice) | done
+	p := dProgram(t, "d5", []workflow.Node{dNode("work", "d_step"), dNode("gate", "d_pause"), dNode("done", "d_step")},
+		[]workflow.Edge{{From: "work", To: "gate"}, {From: "gate", To: "work", MaxIterations: &two}, {From: "gate", To: "done"}})
+	rep := (&Engine{StateDir: dir}).Run(context.Background(), p, RunOptions{ExecutionID: "run-loop"})
+	resumes := 0
+	for rep.Outcome.Status == StatusPaused {
+		if resumes++; resumes > 5 {
+			t.Fatal("loop budget reset on resume: the run never leaves the loop")
+		}
+		cp, err := LoadCheckpoint(dir, "run-loop")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A fresh engine each time, as a new process would have.
+		rep = (&Engine{StateDir: dir}).Run(context.Background(), p, RunOptions{Resume: cp})
+	}
+	if rep.Outcome.Status != StatusCompleted || resumes != 3 {
+		t.Fatalf("outcome %+v after %d resumes", rep.Outcome, resumes)
+	}
+	if got := strings.Join(dSteped(), ","); got != "work,work,work,done" {
+		t.Fatalf("steps %s", got)
+	}
+}
+
+func TestPauseAtDeadEndResumeCompletes(t *testing.T) {
+	dReset()
+	dir := t.TempDir()
+	p := dProgram(t, "d6", []workflow.Node{dNode("a", "d_step"), dNode("p", "d_pause")}, chainEdges("a", "p"))
+	e := &Engine{StateDir: dir}
+	rep := e.Run(context.Background(), p, RunOptions{ExecutionID: "run-end"})
+	cp, _ := LoadCheckpoint(dir, "run-end")
+	if rep.Outcome.Status != StatusPaused || cp.NextNode != "" {
+		t.Fatalf("outcome %+v checkpoint %+v", rep.Outcome, cp)
+	}
+	rep = e.Run(context.Background(), p, RunOptions{Resume: cp})
+	if rep.Outcome.Status != StatusCompleted || rep.Outcome.LastNode != "p" {
+		t.Fatalf("resume %+v", rep.Outcome)
+	}
+	if path, _ := CheckpointPath(dir, "run-end"); exists(t, path) {
+		t.Fatal("checkpoint kept")
+	}
+}
+
+func TestCheckpointHoldsNoSecretValue(t *testing.T) {
+	dReset()
+	const secret = "dtest-secret-9f8e7d"
+	RedactValue(secret)
+	dir := t.TempDir()
+	p := dProgram(t, "d7", []workflow.Node{dNode("a", "d_step"), dNode("p", "d_pause"), dNode("b", "d_step")}, chainEdges("a", "p", "b"))
+	rep := (&Engine{StateDir: dir}).Run(context.Background(), p, RunOptions{ExecutionID: "run-sec",
+		Trigger: MakeTrigger("manual", map[string]any{"secret": secret})})
+	if rep.Outcome.Status != StatusPaused {
+		t.Fatalf("outcome %+v", rep.Outcome)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "runs", "run-sec.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), secret) || !strings.Contains(string(data), RedactedMarker) {
+		t.Fatalf("checkpoint:\n%s", data)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(data, &raw); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestListCheckpoints(t *testing.T) {
+	dReset()
+	dir := t.TempDir()
+	if infos, err := ListCheckpoints(dir); err != nil || len(infos) != 0 {
+		t.Fatalf("empty dir: %v %v", infos, err)
+	}
+	p := dProgram(t, "d8", []workflow.Node{dNode("a", "d_step"), dNode("p", "d_pause"), dNode("b", "d_step")}, chainEdges("a", "p", "b"))
+	for _, id := range []string{"r-1", "r-2"} {
+		(&Engine{StateDir: dir}).Run(context.Background(), p, RunOptions{ExecutionID: id})
+	}
+	infos, err := ListCheckpoints(dir)
+	if err != nil || len(infos) != 2 {
+		t.Fatalf("list %v %v", infos, err)
+	}
+	for _, in := range infos {
+		if in.State != CheckpointPaused || in.NextNode != "b" || in.Active || in.SavedAt.IsZero() {
+			t.Fatalf("info %+v", in)
+		}
+	}
+	if _, err := LoadCheckpoint(dir, "../escape"); err == nil {
+		t.Fatal("run id with a path accepted")
+	}
+}

@@ -1,0 +1,102 @@
+package sealed
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"sort"
+
+	"github.com/kilnworks/kiln/runtime/manifest"
+	"github.com/kilnworks/kiln/runtime/workflow"
+)
+
+// verify is `BIN verify`: the binary checks, without key or network, that
+// what it carries is what the generator recorded: each embedded workflow
+// source hashes to its workflow's digest, the static tables (the compiled
+// workflow tree with its assets) hash to the manifest's tables_sha256, and
+// every input the manifest lists is embedded. It proves integrity, not
+// origin; `kiln verify` with the public key proves who built it.
+func verify(w io.Writer, wf *workflow.Workflow, m *manifest.Manifest) error {
+	var problems []string
+	fail := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+
+	workflows := map[string]bool{} // digests of the workflows in the tree
+	assets := map[string]bool{}    // digests of the embedded assets
+	walk(wf, func(w *workflow.Workflow) {
+		workflows[w.Digest] = true
+		for _, data := range w.Assets {
+			assets[digest(data)] = true
+		}
+	})
+	digests := make([]string, 0, len(workflows))
+	for d := range workflows {
+		digests = append(digests, d)
+	}
+	sort.Strings(digests)
+	for _, d := range digests {
+		src, ok := Source(d)
+		switch {
+		case !ok:
+			fail("no embedded source for the workflow with sha256 %s", d)
+		case digest(src) != d:
+			fail("embedded workflow source hashes to %s, but its compiled-in table says %s", digest(src), d)
+		}
+	}
+
+	got, err := manifest.TablesDigest(wf)
+	switch {
+	case err != nil:
+		fail("cannot digest the static tables: %v", err)
+	case m.TablesSHA256 == "":
+		fail("the manifest has no tables_sha256 to check the static tables against")
+	case got != m.TablesSHA256:
+		fail("static tables hash to %s, but the manifest says tables_sha256 %s", got, m.TablesSHA256)
+	}
+
+	for _, in := range m.Inputs {
+		switch in.Kind {
+		case "workflow", "child":
+			if !workflows[in.SHA256] {
+				fail("manifest input %s (%s, sha256 %s) is not a compiled-in workflow", in.Path, in.Kind, in.SHA256)
+			}
+		case "schema", "prompt", "jwks":
+			if !assets[in.SHA256] {
+				fail("manifest input %s (%s, sha256 %s) is not an embedded asset", in.Path, in.Kind, in.SHA256)
+			}
+		}
+	}
+
+	if len(problems) > 0 {
+		for _, p := range problems {
+			fmt.Fprintf(w, "FAIL %s\n", p)
+		}
+		return fmt.Errorf("verification failed: %s", problems[0])
+	}
+	fmt.Fprintf(w, "ok   workflow %s: %d embedded workflow source(s) match their digests\n", m.Workflow.Name, len(digests))
+	fmt.Fprintf(w, "ok   static tables match tables_sha256 %s\n", m.TablesSHA256)
+	fmt.Fprintf(w, "ok   all %d manifest inputs are embedded\n", len(m.Inputs))
+	return nil
+}
+
+// walk calls fn for wf and each workflow below it, once each.
+func walk(wf *workflow.Workflow, fn func(*workflow.Workflow)) {
+	seen := map[*workflow.Workflow]bool{}
+	var visit func(*workflow.Workflow)
+	visit = func(w *workflow.Workflow) {
+		if w == nil || seen[w] {
+			return
+		}
+		seen[w] = true
+		fn(w)
+		for _, c := range w.Children {
+			visit(c)
+		}
+	}
+	visit(wf)
+}
+
+func digest(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
