@@ -85,6 +85,10 @@ func prepareWriteFile(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, e
 		if err != nil {
 			return runtime.Result{}, err
 		}
+		resolved, err := c.Run.Policy().FSWrite(path)
+		if err != nil {
+			return runtime.Result{}, err
+		}
 		v, ok := c.Lookup(contentFrom)
 		if !ok {
 			return runtime.Result{}, c.Errorf(runtime.ClassTool, "content_from %q did not resolve to a value", contentFrom)
@@ -94,10 +98,6 @@ func prepareWriteFile(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, e
 			data = []byte(s)
 		} else if data, err = runtime.EncodeJSON(v); err != nil {
 			return runtime.Result{}, c.Errorf(runtime.ClassTool, "encode content: %v", err)
-		}
-		resolved, err := c.Run.Policy().FSWrite(path)
-		if err != nil {
-			return runtime.Result{}, err
 		}
 		if c.DryRun() {
 			return runtime.Next(map[string]any{"path": resolved, "bytes": len(data), "dry_run": true}), nil

@@ -64,9 +64,14 @@ func serveTestServer(args []string) int {
 // (re-executed test binary) or streamable HTTP (httptest). Every tools/call
 // is recorded to rec before it is handled.
 func newTestServer(rec string) *server.MCPServer {
+	hooks := &server.Hooks{}
+	hooks.AddBeforeSubscribe(func(_ context.Context, _ any, req *mcp.SubscribeRequest) {
+		appendRecord(rec, map[string]any{"event": "subscribe", "uri": req.Params.URI})
+	})
 	s := server.NewMCPServer("kiln-test", "1.0.0",
 		server.WithResourceCapabilities(true, true),
-		server.WithToolCapabilities(false))
+		server.WithToolCapabilities(false),
+		server.WithHooks(hooks))
 	tool := func(t mcp.Tool, h func(ctx context.Context, args map[string]any) (*mcp.CallToolResult, error)) {
 		s.AddTool(t, func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			args, _ := req.Params.Arguments.(map[string]any)
@@ -134,6 +139,7 @@ type record struct {
 	Event string          `json:"event"`
 	PID   int             `json:"pid"`
 	Tool  string          `json:"tool"`
+	URI   string          `json:"uri"`
 	Args  json.RawMessage `json:"args"`
 }
 

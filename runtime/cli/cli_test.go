@@ -222,12 +222,18 @@ func TestUsageErrors(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args, r.code, r.stderr, c.want)
 		}
 	}
+	// A node kind no compiled-in family provides is refused before running.
+	r := run(t, simpleWF("w", workflow.Node{ID: "classify", Type: "no_such_kind"}), nil, "")
+	if r.code != ExitUsage || r.stdout != "" || !strings.Contains(r.stderr, "capability not compiled in") ||
+		!strings.Contains(r.stderr, "no_such_kind (node classify)") {
+		t.Fatalf("missing capability: %d %s", r.code, r.stderr)
+	}
 	var out, errb bytes.Buffer
 	code := Main([]string{"--config", "x.toml"}, Options{Prog: "agent", Workflow: wf, Sealed: true, Stdout: &out, Stderr: &errb})
 	if code != ExitUsage || !strings.Contains(errb.String(), "sealed binary runs only its own embedded workflow") {
 		t.Fatalf("sealed --config: %d %s", code, errb.String())
 	}
-	r := run(t, wf, map[string]string{"KILN_DRY_RUN": "maybe"}, "")
+	r = run(t, wf, map[string]string{"KILN_DRY_RUN": "maybe"}, "")
 	if r.code != ExitUsage || !strings.Contains(r.stderr, "KILN_DRY_RUN") {
 		t.Fatalf("bad env value: %d %s", r.code, r.stderr)
 	}

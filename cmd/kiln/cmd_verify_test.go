@@ -1,0 +1,369 @@
+package main
+
+// End-to-end supply-chain tests: kiln keygen, build --sign-key, sign,
+// verify, the sealed binary's verify, tampering, reproducibility and
+// air-gapped use, on testdata/supply (a workflow calling a child).
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kilnworks/kiln/gen/supply"
+)
+
+// supplyRun runs kiln in-process.
+func supplyRun(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// exe runs a program and returns its exit code and combined output.
+func exe(t *testing.T, env []string, name string, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), string(out)
+	}
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return 0, string(out)
+}
+
+// supplyRoot is the kiln checkout, resolved before any test changes the
+// working directory.
+var supplyRoot, supplyRootErr = filepath.Abs("../..")
+
+func kilnRoot(t *testing.T) string {
+	t.Helper()
+	if supplyRootErr != nil {
+		t.Fatal(supplyRootErr)
+	}
+	return supplyRoot
+}
+
+// copySupplyWorkflow copies testdata/supply into a fresh directory and returns the
+// path of its workflow.toml there.
+func copySupplyWorkflow(t *testing.T) string {
+	t.Helper()
+	src := filepath.Join(kilnRoot(t), "testdata", "supply")
+	dst := t.TempDir()
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), data, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dst, "workflow.toml")
+}
+
+// signedBuild builds testdata/supply into a fresh directory with a new
+// cosign key pair and --sign-key; it returns the binary and public key.
+func signedBuild(t *testing.T) (bin, pub string) {
+	t.Helper()
+	dir := t.TempDir()
+	t.Setenv("COSIGN_PASSWORD", "correct horse")
+	prefix := filepath.Join(dir, "cosign")
+	if code, _, errOut := supplyRun(t, "keygen", "--output-key-prefix", prefix); code != 0 {
+		t.Fatalf("keygen: exit %d: %s", code, errOut)
+	}
+	bin = filepath.Join(dir, "supply")
+	code, out, errOut := supplyRun(t, "build", copySupplyWorkflow(t), "-o", bin, "--kiln-source", kilnRoot(t), "--sign-key", prefix+".key")
+	if code != 0 {
+		t.Fatalf("build: exit %d\n%s%s", code, out, errOut)
+	}
+	return bin, prefix + ".pub"
+}
+
+// copyArtifacts copies bin and every file beside it named bin.* into a
+// fresh directory, so each tampering case starts from a clean build.
+func copyArtifacts(t *testing.T, bin string) string {
+	t.Helper()
+	dir := t.TempDir()
+	matches, _ := filepath.Glob(bin + ".*")
+	for _, f := range append(matches, bin) {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return filepath.Join(dir, filepath.Base(bin))
+}
+
+func TestKeygen(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("COSIGN_PASSWORD", "")
+	prefix := filepath.Join(dir, "release")
+	code, out, _ := supplyRun(t, "keygen", "--output-key-prefix", prefix)
+	if code != 0 || !strings.Contains(out, "release.key") {
+		t.Fatalf("keygen: exit %d: %s", code, out)
+	}
+	key, _ := os.ReadFile(prefix + ".key")
+	pub, _ := os.ReadFile(prefix + ".pub")
+	if !bytes.HasPrefix(key, []byte("-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----")) || !bytes.HasPrefix(pub, []byte("-----BEGIN PUBLIC KEY-----")) {
+		t.Fatalf("not a cosign key pair:\n%s\n%s", key, pub)
+	}
+	if st, _ := os.Stat(prefix + ".key"); st.Mode().Perm() != 0o600 {
+		t.Errorf("private key mode %v, want 0600", st.Mode().Perm())
+	}
+	if _, err := supply.LoadSigner(prefix+".key", []byte{}); err != nil {
+		t.Fatalf("empty-password key does not load: %v", err)
+	}
+	// Existing files are kept unless --force.
+	code, _, errOut := supplyRun(t, "keygen", "--output-key-prefix", prefix)
+	if code != exitUsage || !strings.Contains(errOut, "exists; pass --force") {
+		t.Fatalf("overwrite: exit %d: %s", code, errOut)
+	}
+	if again, _ := os.ReadFile(prefix + ".key"); !bytes.Equal(again, key) {
+		t.Fatal("keygen overwrote a key without --force")
+	}
+	if code, _, errOut := supplyRun(t, "keygen", "--output-key-prefix", prefix, "--force"); code != 0 {
+		t.Fatalf("--force: exit %d: %s", code, errOut)
+	}
+	if again, _ := os.ReadFile(prefix + ".key"); bytes.Equal(again, key) {
+		t.Fatal("--force did not write a new key")
+	}
+	// --ed25519 writes a workflow signing pair.
+	code, _, errOut = supplyRun(t, "keygen", "--ed25519", "--output-key-prefix", filepath.Join(dir, "wf"))
+	if code != 0 {
+		t.Fatalf("--ed25519: exit %d: %s", code, errOut)
+	}
+	if _, err := supply.LoadEd25519PrivateKey(filepath.Join(dir, "wf.key"), []byte{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBuildSignVerify(t *testing.T) {
+	bin, pub := signedBuild(t)
+	for _, f := range []string{"", ".sig", ".sigstore.json", ".manifest.json", ".manifest.json.sig", ".cdx.json", ".cdx.json.sig", ".intoto.json", ".intoto.json.sig"} {
+		if _, err := os.Stat(bin + f); err != nil {
+			t.Errorf("kiln build --sign-key did not write %s", filepath.Base(bin+f))
+		}
+	}
+	code, out, errOut := supplyRun(t, "verify", bin, "--key", pub)
+	if code != 0 || !strings.Contains(out, "supply: verified") {
+		t.Fatalf("kiln verify: exit %d\n%s%s", code, out, errOut)
+	}
+	// The manifest beside the binary lists both workflow files and the
+	// binary's digest.
+	data, _ := os.ReadFile(bin + supply.ManifestSuffix)
+	sum, _ := supply.FileSHA256(bin)
+	for _, want := range []string{`"binary_sha256": "` + sum + `"`, `"path": "workflow.toml"`, `"path": "child/wrap.toml"`, `"tables_sha256"`, `"modules"`} {
+		if !bytes.Contains(data, []byte(want)) {
+			t.Errorf("manifest lacks %s", want)
+		}
+	}
+	// The sealed binary checks itself and still runs.
+	if code, out := exe(t, nil, bin, "verify"); code != 0 || !strings.Contains(out, "2 embedded workflow source(s) match") {
+		t.Fatalf("%s verify: exit %d\n%s", bin, code, out)
+	}
+	in := filepath.Join(t.TempDir(), "in.json")
+	os.WriteFile(in, []byte(`{"who":"ops"}`), 0o644)
+	if code, out := exe(t, nil, bin, "--input", in); code != 0 || !strings.Contains(out, "[tables-canary-7f3a greets ops]") {
+		t.Fatalf("sealed run: exit %d\n%s", code, out)
+	}
+
+	// kiln sign re-signs in place; cosign verifies what kiln signed.
+	dir := filepath.Dir(bin)
+	if code, out, errOut := supplyRun(t, "sign", bin, "--key", filepath.Join(dir, "cosign.key")); code != 0 || strings.Count(out, "wrote ") != 8 {
+		t.Fatalf("kiln sign: exit %d\n%s%s", code, out, errOut)
+	}
+	t.Run("cosign verify-blob", func(t *testing.T) {
+		cosign := filepath.Join(kilnRoot(t), ".cache", "bin", "cosign")
+		if _, err := os.Stat(cosign); err != nil {
+			t.Skipf("cosign CLI not installed at %s (run `make tools`)", cosign)
+		}
+		code, out := exe(t, []string{"HOME=" + t.TempDir()}, cosign, "verify-blob", "--key", pub, "--signature", bin+".sig", "--insecure-ignore-tlog=true", bin)
+		if code != 0 || !strings.Contains(out, "Verified OK") {
+			t.Fatalf("cosign verify-blob: exit %d\n%s", code, out)
+		}
+	})
+}
+
+// canaryAt finds the canary string of testdata/supply in a binary: in the
+// embedded workflow source (inSource) or in the static tables.
+func canaryAt(t *testing.T, data []byte, inSource bool) int {
+	t.Helper()
+	canary := []byte("tables-canary-7f3a")
+	prefix := []byte(`template = "`)
+	for off := 0; ; {
+		i := bytes.Index(data[off:], canary)
+		if i < 0 {
+			break
+		}
+		i += off
+		if bytes.HasSuffix(data[:i], prefix) == inSource {
+			return i
+		}
+		off = i + 1
+	}
+	t.Fatalf("canary (in source: %v) not found in the binary", inSource)
+	return 0
+}
+
+func TestTamperingRefused(t *testing.T) {
+	bin, pub := signedBuild(t)
+	flip := func(suffix string, at func(t *testing.T, data []byte) int) func(t *testing.T, bin string) {
+		return func(t *testing.T, bin string) {
+			data, err := os.ReadFile(bin + suffix)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data[at(t, data)] ^= 0x20 // flips the case of a letter
+			if err := os.WriteFile(bin+suffix, data, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	find := func(s string) func(t *testing.T, data []byte) int {
+		return func(t *testing.T, data []byte) int {
+			i := bytes.Index(data, []byte(s))
+			if i < 0 {
+				t.Fatalf("%q not found", s)
+			}
+			return i + len(s)
+		}
+	}
+	cases := []struct {
+		name       string
+		tamper     func(t *testing.T, bin string)
+		key        string // "" = the right key
+		verifyWant []string
+		sealedWant string // "" = the sealed binary's own verify still passes
+	}{
+		{name: "binary byte", tamper: flip("", func(_ *testing.T, d []byte) int { return len(d) / 2 }),
+			verifyWant: []string{"supply: signature: supply.sig: signature does not match supply"}},
+		{name: "manifest byte", tamper: flip(".manifest.json", find(`"name": "s`)),
+			verifyWant: []string{"supply.manifest.json: signature: supply.manifest.json.sig: signature does not match supply.manifest.json"}},
+		{name: "signature", tamper: flip(".sig", func(_ *testing.T, d []byte) int { return 20 }),
+			verifyWant: []string{"supply: signature: supply.sig"}},
+		{name: "embedded workflow source", tamper: flip("", func(t *testing.T, d []byte) int { return canaryAt(t, d, true) }),
+			verifyWant: []string{"supply.sig: signature does not match supply", "FAIL supply.manifest.json: binary digest"},
+			sealedWant: "embedded workflow source hashes to"},
+		{name: "static tables", tamper: flip("", func(t *testing.T, d []byte) int { return canaryAt(t, d, false) }),
+			verifyWant: []string{"supply.sig: signature does not match supply"},
+			sealedWant: "static tables hash to"},
+		{name: "wrong key", key: "other",
+			verifyWant: []string{"supply: signature: supply.sig: signature does not match supply under this key"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := copyArtifacts(t, bin)
+			if tc.tamper != nil {
+				tc.tamper(t, b)
+			}
+			key := pub
+			if tc.key != "" {
+				prefix := filepath.Join(t.TempDir(), tc.key)
+				if code, _, errOut := supplyRun(t, "keygen", "--output-key-prefix", prefix); code != 0 {
+					t.Fatal(errOut)
+				}
+				key = prefix + ".pub"
+			}
+			code, out, errOut := supplyRun(t, "verify", b, "--key", key)
+			if code != exitFailed {
+				t.Fatalf("kiln verify: exit %d, want 5\n%s%s", code, out, errOut)
+			}
+			for _, w := range tc.verifyWant {
+				if !strings.Contains(out+errOut, w) {
+					t.Errorf("kiln verify output lacks %q:\n%s%s", w, out, errOut)
+				}
+			}
+			if !strings.Contains(errOut, "REFUSED") {
+				t.Errorf("stderr does not say REFUSED: %s", errOut)
+			}
+			code, sout := exe(t, nil, b, "verify")
+			switch {
+			case tc.sealedWant == "" && code != 0:
+				t.Errorf("sealed verify: exit %d\n%s", code, sout)
+			case tc.sealedWant != "" && (code != exitFailed || !strings.Contains(sout, tc.sealedWant)):
+				t.Errorf("sealed verify: exit %d, want 5 and %q\n%s", code, tc.sealedWant, sout)
+			}
+		})
+	}
+}
+
+// The same workflow built from two directories, from two working
+// directories, gives the same bytes: binary, manifest, SBOM, provenance.
+func TestReproducibleBuild(t *testing.T) {
+	t.Setenv("SOURCE_DATE_EPOCH", "1700000000")
+	var sums [2]map[string]string
+	for i := range sums {
+		wf := copySupplyWorkflow(t)
+		t.Chdir(t.TempDir())
+		bin := filepath.Join(t.TempDir(), "supply")
+		if code, out, errOut := supplyRun(t, "build", wf, "-o", bin, "--kiln-source", kilnRoot(t)); code != 0 {
+			t.Fatalf("build %d: exit %d\n%s%s", i, code, out, errOut)
+		}
+		sums[i] = map[string]string{}
+		for _, suffix := range []string{"", supply.ManifestSuffix, supply.SBOMSuffix, supply.ProvenanceSuffix} {
+			data, err := os.ReadFile(bin + suffix)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i == 0 && suffix != "" && bytes.Contains(data, []byte(filepath.Dir(wf))) {
+				t.Errorf("supply%s contains the build directory", suffix)
+			}
+			sum := sha256.Sum256(data)
+			sums[i]["supply"+suffix] = hex.EncodeToString(sum[:])
+		}
+	}
+	for name, sum := range sums[0] {
+		if sums[1][name] != sum {
+			t.Errorf("%s differs between builds: %s vs %s", name, sum, sums[1][name])
+		} else {
+			t.Logf("%s sha256 %s (identical)", name, sum)
+		}
+	}
+}
+
+// Offline: the build resolves everything from the module cache with
+// GOPROXY=off, and verification needs no network at all (run in a network
+// namespace without interfaces when the machine allows it).
+func TestAirGapped(t *testing.T) {
+	t.Setenv("GOPROXY", "off")
+	t.Setenv("GOFLAGS", "-mod=mod")
+	bin, pub := signedBuild(t)
+	if code, _ := exe(t, nil, "unshare", "-n", "true"); code != 0 {
+		t.Skip("cannot create a network namespace here (unshare -n); the GOPROXY=off build above passed")
+	}
+	kilnExe := builtKiln(t)
+	if code, out := exe(t, nil, "unshare", "-n", kilnExe, "verify", bin, "--key", pub); code != 0 || !strings.Contains(out, "verified") {
+		t.Fatalf("kiln verify without network: exit %d\n%s", code, out)
+	}
+	if code, out := exe(t, nil, "unshare", "-n", bin, "verify"); code != 0 {
+		t.Fatalf("sealed verify without network: exit %d\n%s", code, out)
+	}
+	in := filepath.Join(t.TempDir(), "in.json")
+	os.WriteFile(in, []byte(`{"who":"air"}`), 0o644)
+	if code, out := exe(t, nil, "unshare", "-n", bin, "--input", in); code != 0 || !strings.Contains(out, "greets air") {
+		t.Fatalf("sealed run without network: exit %d\n%s", code, out)
+	}
+}
