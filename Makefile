@@ -16,7 +16,7 @@ build:
 	$(GO) build -trimpath -o $(KILN) ./cmd/kiln
 
 # tools: external programs that interop tests use (installed into .cache).
-tools: cosign
+tools: cosign mcp-everything
 
 # cosign: pinned v3 release for the supply-chain interop tests (gen/supply,
 # cmd/kiln). Skipped when .cache/bin/cosign already is that version.
@@ -27,6 +27,26 @@ cosign:
 	@if $(GO) version -m $(BIN)/cosign 2>/dev/null | grep -Eq '^[[:space:]]+mod[[:space:]]+github.com/sigstore/cosign/v3[[:space:]]+$(COSIGN_VERSION)([[:space:]]|$$)'; then :; else \
 		echo "installing cosign $(COSIGN_VERSION) into $(BIN)"; \
 		GOBIN=$(BIN) $(GO) install github.com/sigstore/cosign/v3/cmd/cosign@$(COSIGN_VERSION); \
+	fi
+
+# mcp-everything: the official MCP reference server for the MCP interop
+# tests (capabilities/mcp), pinned with its whole dependency tree by
+# testdata/mcp/npm/package-lock.json and installed with npm into
+# .cache/npm (install scripts off). Skipped when that tree is already
+# installed; without npm the interop tests skip and say why.
+MCP_EVERYTHING_VERSION := 2026.8.31
+NPM_DIR := $(CACHE)/npm
+.PHONY: mcp-everything
+mcp-everything:
+	@grep -q '"@modelcontextprotocol/server-everything": "$(MCP_EVERYTHING_VERSION)"' testdata/mcp/npm/package.json || \
+		{ echo "testdata/mcp/npm/package.json does not pin server-everything $(MCP_EVERYTHING_VERSION)"; exit 1; }
+	@if ! command -v npm >/dev/null 2>&1; then \
+		echo "npm not found: MCP interop tests will skip"; \
+	elif cmp -s testdata/mcp/npm/package-lock.json $(NPM_DIR)/package-lock.json && \
+		test -f $(NPM_DIR)/node_modules/@modelcontextprotocol/server-everything/package.json; then :; else \
+		echo "installing @modelcontextprotocol/server-everything $(MCP_EVERYTHING_VERSION) into $(NPM_DIR)"; \
+		mkdir -p $(NPM_DIR) && cp testdata/mcp/npm/package.json testdata/mcp/npm/package-lock.json $(NPM_DIR)/ && \
+		npm ci --prefix $(NPM_DIR) --no-audit --no-fund --ignore-scripts; \
 	fi
 
 vet:

@@ -71,7 +71,7 @@ type BuildError struct {
 
 func (e *BuildError) Error() string {
 	if e.Missing != "" {
-		return fmt.Sprintf("go build: module %s is not in the module cache and cannot be downloaded (offline or GOPROXY=off?); run `go mod download` for it with network access, or fill the cache\n%s", e.Missing, e.Output)
+		return fmt.Sprintf("go build: missing module %s: not in the module cache and not downloadable (offline or GOPROXY=off?); fill the module cache first (go mod download with network access)\n%s", e.Missing, e.Output)
 	}
 	return fmt.Sprintf("go build: %v\n%s", e.Err, e.Output)
 }
@@ -226,8 +226,22 @@ var missingModule = []*regexp.Regexp{
 	regexp.MustCompile(`(\S+@\S+): (?:reading|verifying) .*(?:dial|connection|no such host|GOPROXY|GOFLAGS=-mod)`),
 }
 
+// downloading matches the go command's "go: downloading M V" lines: when
+// the build then fails for lack of a module, these are the ones it lacked.
+var downloading = regexp.MustCompile(`(?m)^go: downloading (\S+) (\S+)$`)
+
 func buildError(err error, stderr string) error {
 	be := &BuildError{Output: strings.TrimSpace(stderr), Err: err}
+	if strings.Contains(stderr, "module lookup disabled") || strings.Contains(stderr, "dial tcp") {
+		var mods []string
+		for _, m := range downloading.FindAllStringSubmatch(stderr, -1) {
+			mods = append(mods, m[1]+"@"+m[2])
+		}
+		if len(mods) > 0 {
+			be.Missing = strings.Join(mods, ", ")
+			return be
+		}
+	}
 	for _, re := range missingModule {
 		if m := re.FindStringSubmatch(stderr); m != nil {
 			be.Missing = strings.Trim(m[1], ":;")

@@ -216,7 +216,7 @@ func TestPinnedKeyOverridesDeclaredKey(t *testing.T) {
 func TestSigningBlockErrors(t *testing.T) {
 	dir := t.TempDir()
 	cases := map[string]string{
-		"algorithm = \"rsa\"":                                 "signing.algorithm",
+		"algorithm = \"rsa\"": "signing.algorithm",
 		"public_key_file = \"a.pub\"\npublic_key_pem = \"x\"": "not both",
 		"public_key_file = \"missing.pub\"":                   "signing.public_key_file",
 		"public_key_pem = \"not pem\"":                        "signing.public_key_pem",

@@ -15,7 +15,7 @@ type Checkpoint struct {
 	Workflow       string         `json:"workflow"`
 	WorkflowDigest string         `json:"workflow_digest"`
 	StartNode      string         `json:"start_node"`
-	State          string         `json:"state"` // paused | incomplete
+	State          string         `json:"state"` // paused | incomplete | errored (durable.go)
 	Reason         string         `json:"reason,omitempty"`
 	PausedAt       string         `json:"paused_at,omitempty"` // node id of the pause
 	NextNode       string         `json:"next_node"`

@@ -201,6 +201,9 @@ func (r *Run) durable(ctx context.Context, opts RunOptions) *Outcome {
 			return r.errored(err)
 		}
 		opts.Resume = cp
+		// A resumed run is a durable run: it checkpoints after every node,
+		// so a crash or an error later on resumes from where it stopped.
+		opts.CheckpointEachNode = true
 		if cp.NextNode == "" {
 			// A pause at a dead end: resuming completes with its output.
 			r.last = cp.PausedAt

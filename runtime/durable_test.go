@@ -303,3 +303,31 @@ func TestListCheckpoints(t *testing.T) {
 		t.Fatal("run id with a path accepted")
 	}
 }
+
+func TestResumedRunKeepsCheckpointing(t *testing.T) {
+	dReset()
+	dir := t.TempDir()
+	flaky := dNode("c", "d_step")
+	flaky.Reason = "fail-once"
+	p := dProgram(t, "d9", []workflow.Node{dNode("a", "d_step"), dNode("p", "d_pause"), dNode("b", "d_step"), flaky},
+		chainEdges("a", "p", "b", "c"))
+	e := &Engine{StateDir: dir}
+	e.Run(context.Background(), p, RunOptions{ExecutionID: "run-keep"})
+	cp, _ := LoadCheckpoint(dir, "run-keep")
+	// Resumed (without asking for it): b runs, c errors, and the checkpoint
+	// points at c, not back at b.
+	rep := e.Run(context.Background(), p, RunOptions{Resume: cp})
+	if rep.Outcome.Status != StatusErrored {
+		t.Fatalf("outcome %+v", rep.Outcome)
+	}
+	cp, _ = LoadCheckpoint(dir, "run-keep")
+	if cp.State != CheckpointErrored || cp.NextNode != "c" {
+		t.Fatalf("checkpoint %+v", cp)
+	}
+	if rep := e.Run(context.Background(), p, RunOptions{Resume: cp}); rep.Outcome.Status != StatusCompleted {
+		t.Fatalf("second resume %+v", rep.Outcome)
+	}
+	if got := strings.Join(dSteped(), ","); got != "a,b,c" {
+		t.Fatalf("steps %s", got)
+	}
+}

@@ -413,11 +413,16 @@ func (r *Run) auditf(level slog.Level, msg string, attrs ...any) {
 func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 	e := r.Engine
 	started := e.now()
+	// prev is the clock reading before the current node: one reading per
+	// step serves both the deadline check and the previous node's elapsed
+	// time in the trace.
+	prev := started
 	r.Counters.WorkflowStarts.Add(1)
 	if r.Depth == 0 {
 		r.auditf(slog.LevelInfo, "workflow.started", "start_node", r.StartNode, "dry_run", r.DryRun)
 	}
 	defer func() {
+		r.finishTrace(e.now().Sub(prev))
 		if out.Status != StatusTimedOut {
 			out.ElapsedMS = e.now().Sub(started).Milliseconds()
 		}
@@ -453,6 +458,7 @@ func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 	}
 
 	var cur string
+	var pn *programNode
 	if cp := opts.Resume; cp != nil {
 		if err := r.restore(cp); err != nil {
 			return r.errored(err)
@@ -466,29 +472,29 @@ func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 		cur = entry
 	}
 
-	// One clock reading per step serves both the deadline check before the
-	// node and the elapsed time of the node before it.
-	prev := started
 	for steps := 0; ; steps++ {
-		if steps >= MaxSteps {
-			return r.errored(Errorf(ClassWorkflow, "step cap of %d nodes reached (a loop edge or cycle ran away)", MaxSteps))
-		}
 		// The deadline is checked before every node, so a run never starts
 		// a node after its time is up.
 		now := e.now()
-		if r.finishTrace(now.Sub(prev)); !r.Deadline.IsZero() && !now.Before(r.Deadline) {
+		r.finishTrace(now.Sub(prev))
+		prev = now
+		if !r.Deadline.IsZero() && !now.Before(r.Deadline) {
 			return r.timedOut(started)
 		}
-		prev = now
+		if steps >= MaxSteps {
+			return r.errored(Errorf(ClassWorkflow, "step cap of %d nodes reached (a loop edge or cycle ran away)", MaxSteps))
+		}
 		if err := ctx.Err(); err != nil {
 			if errors.Is(err, context.DeadlineExceeded) {
 				return r.timedOut(started)
 			}
 			return r.errored(Errorf(ClassConfig, "run cancelled: %v", err))
 		}
-		pn, ok := r.Program.nodes[cur]
-		if !ok {
-			return r.errored(Errorf(ClassWorkflow, "unknown node %q", cur))
+		if pn == nil || pn.node.ID != cur {
+			var ok bool
+			if pn, ok = r.Program.nodes[cur]; !ok {
+				return r.errored(Errorf(ClassWorkflow, "unknown node %q", cur))
+			}
 		}
 		r.last = cur
 		res, err := r.execNode(ctx, pn)
@@ -498,7 +504,6 @@ func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 				ee.Node, ee.Kind = pn.node.ID, pn.node.Type
 			}
 			r.appendTrace(pn, "error", "", nil)
-			r.finishTrace(e.now().Sub(prev))
 			if ee.Class == ClassTimeout || errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				return r.timedOut(started)
 			}
@@ -514,9 +519,6 @@ func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 		}
 		r.mu.Unlock()
 		r.appendTrace(pn, res.Action.String(), res.Branch, res.Value)
-		if res.Action != Continue {
-			r.finishTrace(e.now().Sub(prev))
-		}
 
 		switch res.Action {
 		case Terminate:
@@ -531,20 +533,19 @@ func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 			return r.pause(pn, res.Reason)
 		}
 
-		next, err := r.selectEdge(pn, res.Branch)
-		if err != nil || next == "" {
-			r.finishTrace(e.now().Sub(prev))
-			if err != nil {
-				return r.errored(err)
-			}
+		next, err := r.pickEdge(pn, res.Branch)
+		if err != nil {
+			return r.errored(err)
+		}
+		if next == nil {
 			return r.completed(res.Value)
 		}
 		if opts.CheckpointEachNode && r.Depth == 0 {
-			if err := r.writeCheckpoint(next, "incomplete", ""); err != nil {
+			if err := r.writeCheckpoint(next.to, "incomplete", ""); err != nil {
 				return r.errored(err)
 			}
 		}
-		cur = next
+		cur, pn = next.to, next.node
 	}
 }
 
@@ -582,6 +583,15 @@ func (r *Run) finishTrace(elapsed time.Duration) {
 // other matching edge or dead-ends. Two eligible edges of the same sort are
 // a workflow error.
 func (r *Run) selectEdge(pn *programNode, branch string) (string, error) {
+	ed, err := r.pickEdge(pn, branch)
+	if ed == nil || err != nil {
+		return "", err
+	}
+	return ed.to, nil
+}
+
+// pickEdge is selectEdge returning the edge itself (nil: dead-end).
+func (r *Run) pickEdge(pn *programNode, branch string) (*edge, error) {
 	var loop, plain *edge
 	loops, plains := 0, 0
 	for i := range pn.out {
@@ -600,24 +610,27 @@ func (r *Run) selectEdge(pn *programNode, branch string) (string, error) {
 		plains++
 		plain = ed
 	}
+	switch {
+	case loops > 1:
+		return nil, ambiguous(pn, loops, "loop out-edges", branch)
+	case loops == 1:
+		r.loops[loop.index]++
+		return loop, nil
+	case plains > 1:
+		return nil, ambiguous(pn, plains, "out-edges", branch)
+	case plains == 1:
+		return plain, nil
+	}
+	return nil, nil
+}
+
+func ambiguous(pn *programNode, n int, what, branch string) *Error {
 	label := "no branch"
 	if branch != "" {
 		label = fmt.Sprintf("branch %q", branch)
 	}
-	switch {
-	case loops > 1:
-		return "", &Error{Class: ClassWorkflow, Node: pn.node.ID, Kind: pn.node.Type,
-			Msg: fmt.Sprintf("%d matching loop out-edges for %s", loops, label)}
-	case loops == 1:
-		r.loops[loop.index]++
-		return loop.to, nil
-	case plains > 1:
-		return "", &Error{Class: ClassWorkflow, Node: pn.node.ID, Kind: pn.node.Type,
-			Msg: fmt.Sprintf("%d matching out-edges for %s", plains, label)}
-	case plains == 1:
-		return plain.to, nil
-	}
-	return "", nil
+	return &Error{Class: ClassWorkflow, Node: pn.node.ID, Kind: pn.node.Type,
+		Msg: fmt.Sprintf("%d matching %s for %s", n, what, label)}
 }
 
 // execNode runs one node with its retry policy. Every attempt counts as a

@@ -122,6 +122,11 @@ func runT(t testing.TB, e *Engine, p *Program, opts RunOptions) *Report {
 
 func wantStatus(t *testing.T, r *Report, status, last string) {
 	t.Helper()
+	for i, e := range r.Trace.Entries {
+		if e.ElapsedMS < 0 {
+			t.Fatalf("trace entry %d (%s) has no elapsed time", i, e.NodeID)
+		}
+	}
 	if r.Outcome.Status != status || r.Outcome.LastNode != last {
 		path := r.Trace.Path()
 		if len(path) > 20 {

@@ -19,6 +19,7 @@ type Program struct {
 	nodes    map[string]*programNode
 	order    []string // node ids in declaration order
 	inDegree map[string]int
+	entries  map[string]string // start name -> entry node, see cacheEntries
 	// Extra is load-time state capability packages attach to a program
 	// (compiled schemas, clients); keyed by the package's own key type.
 	extra map[any]any
@@ -33,6 +34,7 @@ type programNode struct {
 type edge struct {
 	index int // position in Workflow.Edges: loop counters are per edge
 	to    string
+	node  *programNode // the node `to` names
 	when  string
 	loop  int // max_iterations; 0 = not a loop edge
 }
@@ -84,10 +86,11 @@ func compile(wf *workflow.Workflow, opts CompileOptions, depth int) (*Program, e
 		if !ok {
 			return nil, fmt.Errorf("edge %d: unknown node %q", i, e.From)
 		}
-		if _, ok := p.nodes[e.To]; !ok {
+		to, ok := p.nodes[e.To]
+		if !ok {
 			return nil, fmt.Errorf("edge %d: unknown node %q", i, e.To)
 		}
-		ed := edge{index: i, to: e.To, when: e.When}
+		ed := edge{index: i, to: e.To, node: to, when: e.When}
 		if e.MaxIterations != nil {
 			ed.loop = *e.MaxIterations
 		} else {
@@ -127,6 +130,7 @@ func compile(wf *workflow.Workflow, opts CompileOptions, depth int) (*Program, e
 			"workflow %q: capability not compiled in: no handler in this binary for node kind %s",
 			wf.Name, strings.Join(parts, "; "))}
 	}
+	p.cacheEntries()
 	return p, nil
 }
 
@@ -161,6 +165,28 @@ func (p *Program) Extra(key any) (any, bool) { v, ok := p.extra[key]; return v, 
 // node's entry_node, else the unique node without (non-loop) in-edges.
 // An empty start picks the first declared start node, or the root.
 func (p *Program) Entry(start string) (string, error) {
+	if id, ok := p.entries[start]; ok {
+		return id, nil
+	}
+	return p.entry(start)
+}
+
+// cacheEntries resolves the entry of every declared start node once, at
+// compile time (programs are immutable), so runs skip the root search.
+func (p *Program) cacheEntries() {
+	p.entries = map[string]string{}
+	names := []string{""}
+	for _, s := range p.Workflow.StartNodes {
+		names = append(names, s.Name)
+	}
+	for _, name := range names {
+		if id, err := p.entry(name); err == nil {
+			p.entries[name] = id
+		}
+	}
+}
+
+func (p *Program) entry(start string) (string, error) {
 	wf := p.Workflow
 	if start != "" {
 		found := false

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"math/big"
 	"sort"
 	"strconv"
 	"strings"
@@ -240,14 +239,58 @@ func numberEqual(a, b json.Number) bool {
 		y, errY := b.Float64()
 		return errX == nil && errY == nil && x == y
 	}
-	var x, y big.Rat
-	if _, ok := x.SetString(string(a)); !ok {
-		return false
+	x, okX := parseDecimal(string(a))
+	y, okY := parseDecimal(string(b))
+	return okX && okY && x == y
+}
+
+// decimal is a JSON number in canonical form: sign, significant digits
+// without leading or trailing zeros, and the power of ten they are scaled
+// by. Two numbers are equal exactly when their canonical forms are, which
+// compares without float64 rounding and without math/big (which would add
+// ~100 KiB to every sealed binary).
+type decimal struct {
+	neg    bool
+	digits string
+	exp    int
+}
+
+// parseDecimal reads a JSON number (-?int(.frac)?([eE][+-]?exp)?).
+func parseDecimal(s string) (decimal, bool) {
+	var d decimal
+	if strings.HasPrefix(s, "-") {
+		d.neg, s = true, s[1:]
 	}
-	if _, ok := y.SetString(string(b)); !ok {
-		return false
+	mant, exp, hasExp := strings.Cut(strings.ToLower(s), "e")
+	intPart, frac, _ := strings.Cut(mant, ".")
+	if intPart == "" || !allDigits(intPart) || !allDigits(frac) {
+		return d, false
 	}
-	return x.Cmp(&y) == 0
+	if hasExp {
+		n, err := strconv.Atoi(exp)
+		if err != nil || exp == "" || exp[0] == ' ' {
+			return d, false
+		}
+		d.exp = n
+	}
+	digits := strings.TrimLeft(intPart+frac, "0")
+	d.exp -= len(frac)
+	trimmed := strings.TrimRight(digits, "0")
+	d.exp += len(digits) - len(trimmed)
+	d.digits = trimmed
+	if d.digits == "" {
+		return decimal{}, true // every zero is the same zero
+	}
+	return d, true
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // hugeExponent reports whether a number's exponent is too large to expand

@@ -23,6 +23,7 @@ func TestParseSchedule(t *testing.T) {
 		{"0 */5 * * * *", time.Date(2026, 3, 1, 10, 5, 0, 0, time.Local)},
 		{"*/10 * * * * *", time.Date(2026, 3, 1, 10, 2, 10, 0, time.Local)},
 		{"@hourly", time.Date(2026, 3, 1, 11, 0, 0, 0, time.Local)},
+		{"@every 90s", time.Date(2026, 3, 1, 10, 3, 33, 0, time.Local)},
 		{"CRON_TZ=UTC 30 12 * * *", time.Date(2026, 3, 2, 12, 30, 0, 0, time.UTC)},
 	} {
 		s, err := ParseSchedule(tc.expr)

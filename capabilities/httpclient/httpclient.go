@@ -300,7 +300,9 @@ type blockedAddr struct {
 	why  string
 }
 
-func (b *blockedAddr) Error() string { return fmt.Sprintf("refusing to connect to %s address %s", b.why, b.addr) }
+func (b *blockedAddr) Error() string {
+	return fmt.Sprintf("refusing to connect to %s address %s", b.why, b.addr)
+}
 
 var (
 	cgnat   = netip.MustParsePrefix("100.64.0.0/10")

@@ -216,6 +216,8 @@ func (p *Pool) spawn(s Server) (*conn, error) {
 		close(c.exited)
 		c.markDead()
 	}()
+	// Legacy protocol, as for HTTP (see dialHTTP): resources/subscribe is
+	// what stdio servers implement.
 	c.client = client.NewClient(transport.NewIO(outR, inW, nil), client.WithLegacyProtocolOnly())
 	p.auditInfo("mcp.server.started", "server", s.Name, "transport", "stdio", "pid", cmd.Process.Pid)
 	return c, nil
@@ -224,10 +226,11 @@ func (p *Pool) spawn(s Server) (*conn, error) {
 // dialHTTP connects to a streamable HTTP server.
 //
 // The connection is pinned to the legacy protocol (initialize handshake,
-// protocol 2025-11-25) and keeps the standalone GET stream open: in mcp-go
-// v1.2.1 the modern protocol's replacement for resources/subscribe
-// (subscriptions/listen) is new and unreliable against streamable HTTP
-// servers, so live triggers would miss notifications. Legacy
+// 2025-11-25) with the standalone GET stream open. Under the modern
+// protocol (2026-07-28) servers drop sessions and answer the GET stream
+// with 405, so notifications only flow through subscriptions/listen, which
+// is new in mcp-go v1.2.1, unreliable in its HTTP transport and not spoken
+// by the reference server. Live triggers would then miss updates; legacy
 // resources/subscribe plus the GET stream is what every server speaks.
 func (p *Pool) dialHTTP(s Server) (*conn, error) {
 	tr, err := transport.NewStreamableHTTP(s.URL,

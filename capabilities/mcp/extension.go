@@ -2,7 +2,6 @@ package mcp
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -79,16 +78,7 @@ func Setup(ctx context.Context, h *runtime.Host, stdio string) error {
 	}
 	// The secrets family may fill Services.Secret after this Setup, so it
 	// is looked up when a server starts.
-	secret := func(name string) (string, error) {
-		if svc.Secret != nil {
-			return svc.Secret(name)
-		}
-		if v, ok := os.LookupEnv(name); ok {
-			return v, nil
-		}
-		return "", errors.New("not set (no [[secrets]] entry and no such environment variable)")
-	}
-	pool := NewPool(servers, Options{Secret: secret, Audit: h.Engine.Audit})
+	pool := NewPool(servers, Options{Secret: svc.SecretValue, Audit: h.Engine.Audit})
 	pools.Lock()
 	pools.list = append(pools.list, pool)
 	pools.Unlock()

@@ -18,8 +18,8 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
-	kmcp "github.com/kilnworks/kiln/capabilities/mcp"
 	"github.com/kilnworks/kiln/capabilities/internal/fire/firetest"
+	kmcp "github.com/kilnworks/kiln/capabilities/mcp"
 	"github.com/kilnworks/kiln/gen"
 	"github.com/kilnworks/kiln/runtime"
 )
@@ -191,9 +191,15 @@ func stdioCommand(t *testing.T, rec string, mode ...string) string {
 func httpServer(t *testing.T, rec string) (*server.MCPServer, string) {
 	t.Helper()
 	s := newTestServer(rec)
+	return s, httptestServer(t, s)
+}
+
+// httptestServer serves s over streamable HTTP on loopback.
+func httptestServer(t *testing.T, s *server.MCPServer) string {
+	t.Helper()
 	ts := httptest.NewServer(server.NewStreamableHTTPServer(s))
 	t.Cleanup(ts.Close)
-	return s, ts.URL + "/mcp"
+	return ts.URL + "/mcp"
 }
 
 // testHost decodes, validates and compiles a workflow and runs the mcp

@@ -55,6 +55,9 @@ type Listener struct {
 
 	busy atomic.Bool
 	wg   sync.WaitGroup
+	// cancel stops the in-flight run when draining takes too long.
+	cancelMu sync.Mutex
+	cancel   context.CancelFunc
 }
 
 // NewListener checks triggers[index] and builds its listener.
@@ -110,11 +113,11 @@ func (l *Listener) audit() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-// Serve subscribes, then fires runs until ctx ends; it then waits for the
+// Serve subscribes, then fires runs until ctx ends; it then drains the
 // in-flight run. It fails when the server cannot serve the trigger (no
 // subscribe / listChanged support) or goes down for good.
 func (l *Listener) Serve(ctx context.Context) error {
-	defer l.wg.Wait()
+	defer l.drain()
 	audit := l.audit()
 	notices, stop, err := l.pool.Watch(l.server.Name)
 	if err != nil {
@@ -271,7 +274,7 @@ func (l *Listener) created(ctx context.Context, audit *slog.Logger, known map[st
 
 // fire starts one run unless one is in flight (then it audits the skip
 // and returns false). The run does not inherit ctx's cancellation: a
-// shutdown drains it (Serve waits) instead of killing it.
+// shutdown drains it (see drain) instead of killing it at once.
 func (l *Listener) fire(ctx context.Context, uri string) bool {
 	audit := l.audit().With("uri", uri, "start_node", l.trig.StartNode)
 	if !l.busy.CompareAndSwap(false, true) {
@@ -280,6 +283,10 @@ func (l *Listener) fire(ctx context.Context, uri string) bool {
 	}
 	id := runtime.NewExecutionID()
 	audit.Info("mcp.trigger.fire", "type", l.trig.Type, "execution_id", id)
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	l.cancelMu.Lock()
+	l.cancel = cancel
+	l.cancelMu.Unlock()
 	payload := map[string]any{
 		"type":   l.trig.Type,
 		"server": l.server.Name,
@@ -291,7 +298,8 @@ func (l *Listener) fire(ctx context.Context, uri string) bool {
 	go func() {
 		defer l.wg.Done()
 		defer l.busy.Store(false)
-		rep := l.host.Fire(context.WithoutCancel(ctx), runtime.RunOptions{
+		defer cancel()
+		rep := l.host.Fire(runCtx, runtime.RunOptions{
 			Start:       l.trig.StartNode,
 			Trigger:     runtime.MakeTrigger("event", payload),
 			ExecutionID: id,
@@ -306,4 +314,27 @@ func (l *Listener) fire(ctx context.Context, uri string) bool {
 		}
 	}()
 	return true
+}
+
+// drain waits for the in-flight run; after the host's DrainTimeout (when
+// set) it cancels the run and waits for it to stop.
+func (l *Listener) drain() {
+	done := make(chan struct{})
+	go func() { l.wg.Wait(); close(done) }()
+	if l.host.DrainTimeout <= 0 {
+		<-done
+		return
+	}
+	select {
+	case <-done:
+		return
+	case <-time.After(l.host.DrainTimeout):
+	}
+	l.cancelMu.Lock()
+	if l.cancel != nil {
+		l.cancel()
+	}
+	l.cancelMu.Unlock()
+	l.audit().Warn("mcp.trigger.drain_timeout", "detail", "in-flight run cancelled")
+	<-done
 }

@@ -19,8 +19,10 @@
 //     is cached until its expiry minus skew_secs (default 60) and fetched
 //     again on the next use after that.
 //
-// A name with no [[secrets]] entry falls back to the lookup installed
-// before (the environment variable of that name).
+// Entries of child workflows (call, parallel, map) join the registry; one
+// name declared differently in two workflows is refused. A name with no
+// [[secrets]] entry falls back to the lookup installed before (the
+// environment variable of that name).
 package secrets
 
 import (
@@ -49,7 +51,7 @@ func init() {
 // Registry resolves the secrets of one workflow.
 type Registry struct {
 	specs    map[string]workflow.Secret
-	baseDir  string // workflow directory, for relative file paths
+	dirs     map[string]string // secret name -> its workflow's directory (relative file paths)
 	fallback func(string) (string, error)
 	// Now is the clock oauth2 expiry is measured with (tests inject one).
 	Now func() time.Time
@@ -66,23 +68,56 @@ type cachedValue struct {
 // New builds a registry for wf's [[secrets]]; fallback serves undeclared
 // names (nil: runtime.EnvSecret). Nothing is resolved until Load.
 func New(wf *workflow.Workflow, fallback func(string) (string, error)) (*Registry, error) {
-	r := &Registry{specs: map[string]workflow.Secret{}, fallback: fallback, Now: time.Now, cached: map[string]cachedValue{}}
+	r := &Registry{specs: map[string]workflow.Secret{}, dirs: map[string]string{}, fallback: fallback,
+		Now: time.Now, cached: map[string]cachedValue{}}
 	if r.fallback == nil {
 		r.fallback = runtime.EnvSecret
 	}
-	if wf.Source != "" {
-		r.baseDir = filepath.Dir(wf.Source)
-	}
-	for i, s := range wf.Secrets {
-		if err := check(s); err != nil {
-			return nil, fmt.Errorf("secrets[%d] %q: %v", i, s.Name, err)
-		}
-		if _, dup := r.specs[s.Name]; dup {
-			return nil, fmt.Errorf("secrets[%d] %q: declared more than once", i, s.Name)
-		}
-		r.specs[s.Name] = s
+	if err := r.add(wf, map[*workflow.Workflow]bool{}); err != nil {
+		return nil, err
 	}
 	return r, nil
+}
+
+// add registers the entries of wf and its children.
+func (r *Registry) add(wf *workflow.Workflow, seen map[*workflow.Workflow]bool) error {
+	if seen[wf] {
+		return nil
+	}
+	seen[wf] = true
+	where := wf.Name
+	if wf.Source != "" {
+		where = wf.Source
+	}
+	local := map[string]bool{}
+	for i, s := range wf.Secrets {
+		if err := check(s); err != nil {
+			return fmt.Errorf("%s: secrets[%d] %q: %v", where, i, s.Name, err)
+		}
+		if local[s.Name] {
+			return fmt.Errorf("%s: secrets[%d] %q: declared more than once", where, i, s.Name)
+		}
+		local[s.Name] = true
+		if prev, ok := r.specs[s.Name]; ok && !sameSecret(prev, s) {
+			return fmt.Errorf("%s: secrets[%d] %q: declared differently by another workflow of this run", where, i, s.Name)
+		}
+		r.specs[s.Name] = s
+		if _, ok := r.dirs[s.Name]; !ok && wf.Source != "" {
+			r.dirs[s.Name] = filepath.Dir(wf.Source)
+		}
+	}
+	for _, path := range runtime.SortedKeys(wf.Children) {
+		if err := r.add(wf.Children[path], seen); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func sameSecret(a, b workflow.Secret) bool {
+	x, _ := runtime.EncodeJSON(a)
+	y, _ := runtime.EncodeJSON(b)
+	return string(x) == string(y)
 }
 
 // check validates one entry's fields for its source.
@@ -153,7 +188,7 @@ func (r *Registry) Secret(name string) (string, error) {
 		return r.fallback(name)
 	}
 	if s.Source == "file" {
-		v, err := r.readFile(s)
+		v, err := r.readFile(name, s)
 		if err != nil {
 			return "", fmt.Errorf("secret %s (file): %v", name, err)
 		}
@@ -190,7 +225,7 @@ func (r *Registry) resolve(ctx context.Context, s workflow.Secret) (cachedValue,
 		runtime.RedactValue(v)
 		return cachedValue{value: v}, nil
 	case "file":
-		return r.readFile(s)
+		return r.readFile(s.Name, s)
 	case "command":
 		return runCommand(ctx, s.Argv)
 	case "oauth2":
@@ -199,13 +234,14 @@ func (r *Registry) resolve(ctx context.Context, s workflow.Secret) (cachedValue,
 	return cachedValue{}, fmt.Errorf("unknown source %q", s.Source)
 }
 
-// path resolves a relative file path against the workflow's directory
-// first, then the working directory.
-func (r *Registry) path(p string) string {
-	if filepath.IsAbs(p) || r.baseDir == "" {
+// path resolves a relative file path against the directory of the
+// workflow declaring the secret first, then the working directory.
+func (r *Registry) path(name, p string) string {
+	dir := r.dirs[name]
+	if filepath.IsAbs(p) || dir == "" {
 		return p
 	}
-	if cand := filepath.Join(r.baseDir, p); fileExists(cand) {
+	if cand := filepath.Join(dir, p); fileExists(cand) {
 		return cand
 	}
 	return p
@@ -213,8 +249,8 @@ func (r *Registry) path(p string) string {
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
-func (r *Registry) readFile(s workflow.Secret) (cachedValue, error) {
-	p := r.path(s.Path)
+func (r *Registry) readFile(name string, s workflow.Secret) (cachedValue, error) {
+	p := r.path(name, s.Path)
 	data, err := os.ReadFile(p)
 	if err != nil {
 		return cachedValue{}, fmt.Errorf("cannot read %s: %v", p, pathErr(err))

@@ -372,3 +372,28 @@ func TestNoSecretsDeclaredKeepsFallback(t *testing.T) {
 	}
 }
 
+func TestChildWorkflowSecretsJoinTheRegistry(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "child-token"), []byte("child-file-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	parent := decode(t, "")
+	child := decode(t, "[[secrets]]\nname = \"CHILD\"\nsource = \"file\"\npath = \"child-token\"\n")
+	child.Source = filepath.Join(dir, "child.toml")
+	parent.Children = map[string]*workflow.Workflow{"child.toml": child}
+	reg, err := New(parent, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := reg.Secret("CHILD"); err != nil || v != "child-file-token" {
+		t.Fatalf("CHILD = %q, %v", v, err)
+	}
+	// The same name declared differently by parent and child is refused.
+	parent.Secrets = []workflow.Secret{{Name: "CHILD", Source: "env", Var: "X"}}
+	if _, err := New(parent, nil); err == nil || !strings.Contains(err.Error(), "declared differently") {
+		t.Fatalf("conflict: %v", err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 
+	_ "github.com/kilnworks/kiln/capabilities/all" // fixtures may use any family
 	"github.com/kilnworks/kiln/gen/fixture"
 	"github.com/kilnworks/kiln/runtime"
 )

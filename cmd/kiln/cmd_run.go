@@ -35,6 +35,11 @@ for every flag.`
 // runRun loads the workflow, then hands over to the run CLI that sealed
 // binaries share.
 func runRun(args []string, stdout, stderr io.Writer) int {
+	args, signing, err := splitSigningArgs(args) // --signing-*: cmd_sign.go
+	if err != nil {
+		fmt.Fprintf(stderr, "kiln run: %v\n\n%s\n", err, runUsage)
+		return exitUsage
+	}
 	path, rest, err := workflowArg(args)
 	if err != nil {
 		fmt.Fprintf(stderr, "kiln run: %v\n\n%s\n", err, runUsage)
@@ -44,12 +49,8 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, runUsage)
 		return exitOK
 	}
-	rest, signing, err := splitSigningArgs(rest) // cmd_sign.go
 	var lo gen.LoadOptions
-	if err == nil {
-		err = signing.apply(&lo)
-	}
-	if err != nil {
+	if err := signing.apply(&lo); err != nil {
 		fmt.Fprintf(stderr, "kiln run: %v\n", err)
 		return exitUsage
 	}

@@ -26,7 +26,8 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: kiln verify BIN --key cosign.pub")
 		fmt.Fprintln(stderr, "Checks, without network: the signatures of BIN and BIN.manifest.json (and of BIN.cdx.json and")
 		fmt.Fprintln(stderr, "BIN.intoto.json when present), that the manifest's binary digest is BIN's, and that the build")
-		fmt.Fprintln(stderr, "info inside BIN (Go version, build tags, modules) matches the manifest. Exit 0 or 5.")
+		fmt.Fprintln(stderr, "info inside BIN (Go version, build tags, modules) and the manifest embedded in BIN match it.")
+		fmt.Fprintln(stderr, "Exit 0 when every check passes, 5 when one fails (the reason on stderr), 2 on usage errors.")
 		fl.PrintDefaults()
 	}
 	rest, code, ok := parseSupplyFlags(fl, args)

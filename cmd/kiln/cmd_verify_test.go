@@ -312,12 +312,17 @@ func TestTamperingRefused(t *testing.T) {
 
 // The same workflow built from two directories, from two working
 // directories, gives the same bytes: binary, manifest, SBOM, provenance.
+// The second build uses an empty Go build cache, so nothing is reused from
+// the first (about 10 s; -short keeps the shared cache).
 func TestReproducibleBuild(t *testing.T) {
 	t.Setenv("SOURCE_DATE_EPOCH", "1700000000")
 	var sums [2]map[string]string
 	for i := range sums {
 		wf := copySupplyWorkflow(t)
 		t.Chdir(t.TempDir())
+		if i == 1 && !testing.Short() {
+			t.Setenv("GOCACHE", t.TempDir())
+		}
 		bin := filepath.Join(t.TempDir(), "supply")
 		if code, out, errOut := supplyRun(t, "build", wf, "-o", bin, "--kiln-source", kilnRoot(t)); code != 0 {
 			t.Fatalf("build %d: exit %d\n%s%s", i, code, out, errOut)
@@ -365,5 +370,110 @@ func TestAirGapped(t *testing.T) {
 	os.WriteFile(in, []byte(`{"who":"air"}`), 0o644)
 	if code, out := exe(t, nil, "unshare", "-n", bin, "--input", in); code != 0 || !strings.Contains(out, "greets air") {
 		t.Fatalf("sealed run without network: exit %d\n%s", code, out)
+	}
+}
+
+// Signed workflow inputs through every command that loads a workflow:
+// check, gen, build and run verify WORKFLOW.toml.sig (and the child's)
+// before validating, and refuse a changed file with exit 5.
+func TestSignedWorkflowCommands(t *testing.T) {
+	t.Setenv("COSIGN_PASSWORD", "")
+	wf := copySupplyWorkflow(t)
+	dir := filepath.Dir(wf)
+	child := filepath.Join(dir, "child", "wrap.toml")
+	prefix := filepath.Join(t.TempDir(), "wf")
+	if code, _, errOut := supplyRun(t, "keygen", "--ed25519", "--output-key-prefix", prefix); code != 0 {
+		t.Fatal(errOut)
+	}
+	pin := []string{"--signing-required", "--signing-key", prefix + ".pub"}
+	in := filepath.Join(t.TempDir(), "in.json")
+	os.WriteFile(in, []byte(`{"who":"ops"}`), 0o644)
+	commands := map[string][]string{
+		"check": {"check", wf},
+		"gen":   {"gen", wf, "-o", filepath.Join(t.TempDir(), "out")},
+		"build": {"build", wf, "-o", filepath.Join(t.TempDir(), "bin"), "--kiln-source", kilnRoot(t)},
+		"run":   {"run", wf, "--input", in},
+	}
+	expect := func(t *testing.T, wantCode int, want string) {
+		t.Helper()
+		for name, args := range commands {
+			// kiln check takes flags before its files; run takes them anywhere.
+			full := append(append([]string{args[0]}, pin...), args[1:]...)
+			code, out, errOut := supplyRun(t, full...)
+			if code != wantCode || !strings.Contains(errOut, want) {
+				t.Errorf("kiln %s: exit %d, want %d and %q\n%s%s", name, code, wantCode, want, out, errOut)
+			}
+		}
+	}
+
+	t.Run("unsigned", func(t *testing.T) {
+		expect(t, exitFailed, "required but workflow.toml.sig does not exist")
+	})
+	code, out, errOut := supplyRun(t, "sign-workflow", wf, child, "--key", prefix+".key")
+	if code != 0 || !strings.Contains(out, "wrote "+wf+".sig") || !strings.Contains(out, "wrote "+child+".sig") {
+		t.Fatalf("sign-workflow: exit %d\n%s%s", code, out, errOut)
+	}
+	t.Run("signed", func(t *testing.T) {
+		expect(t, exitOK, "")
+		// Without the flags the signature is not required, and still fine.
+		if code, _, errOut := supplyRun(t, "check", wf); code != 0 {
+			t.Fatalf("check without flags: %s", errOut)
+		}
+	})
+	t.Run("child changed", func(t *testing.T) {
+		data, _ := os.ReadFile(child)
+		os.WriteFile(child, bytes.Replace(data, []byte("[{{rendered}}]"), []byte("<{{rendered}}>"), 1), 0o644)
+		defer os.WriteFile(child, data, 0o644)
+		expect(t, exitFailed, child+": signature: wrap.toml.sig does not verify with the key from --signing-key")
+	})
+	t.Run("environment", func(t *testing.T) {
+		os.Remove(child + ".sig")
+		t.Setenv("KILN_SIGNING_REQUIRED", "true")
+		t.Setenv("KILN_SIGNING_KEY", prefix+".pub")
+		code, _, errOut := supplyRun(t, "check", wf)
+		if code != exitFailed || !strings.Contains(errOut, "wrap.toml.sig does not exist") {
+			t.Fatalf("KILN_SIGNING_REQUIRED: exit %d: %s", code, errOut)
+		}
+	})
+}
+
+func TestSupplyUsageErrors(t *testing.T) {
+	t.Setenv("COSIGN_PASSWORD", "right-pw-6c1")
+	dir := t.TempDir()
+	prefix := filepath.Join(dir, "cosign")
+	if code, _, errOut := supplyRun(t, "keygen", "--output-key-prefix", prefix); code != 0 {
+		t.Fatal(errOut)
+	}
+	blob := filepath.Join(dir, "blob")
+	os.WriteFile(blob, []byte("not a binary"), 0o644)
+	cases := []struct {
+		args []string
+		env  string // COSIGN_PASSWORD, when not the right one
+		code int
+		want string
+	}{
+		{[]string{"sign", blob}, "", exitUsage, "usage: kiln sign"},
+		{[]string{"sign", blob, "--key", prefix + ".pub"}, "", exitUsage, "cosign.pub"},
+		{[]string{"sign", blob, "--key", prefix + ".key"}, "bad-pw-93f", exitUsage, "cannot decrypt (wrong COSIGN_PASSWORD?)"},
+		{[]string{"sign", filepath.Join(dir, "missing"), "--key", prefix + ".key"}, "", exitFailed, "missing"},
+		{[]string{"verify", blob}, "", exitUsage, "usage: kiln verify"},
+		{[]string{"verify", blob, "--key", prefix + ".key"}, "", exitUsage, "public key"},
+		{[]string{"verify", filepath.Join(dir, "missing"), "--key", prefix + ".pub"}, "", exitUsage, "not a readable file"},
+		{[]string{"verify", blob, "--key", prefix + ".pub"}, "", exitFailed, "blob: signature: no signature"},
+		{[]string{"sign-workflow", blob, "--key", prefix + ".key"}, "", exitUsage, "workflow signatures use Ed25519 keys"},
+		{[]string{"keygen", "extra"}, "", exitUsage, "usage: kiln keygen"},
+	}
+	for _, tc := range cases {
+		if tc.env != "" {
+			t.Setenv("COSIGN_PASSWORD", tc.env)
+		}
+		code, out, errOut := supplyRun(t, tc.args...)
+		if code != tc.code || !strings.Contains(out+errOut, tc.want) {
+			t.Errorf("kiln %s: exit %d, want %d and %q\n%s%s", strings.Join(tc.args, " "), code, tc.code, tc.want, out, errOut)
+		}
+		if strings.Contains(out+errOut, "right-pw-6c1") || strings.Contains(out+errOut, "bad-pw-93f") {
+			t.Errorf("kiln %s: output mentions a password:\n%s%s", strings.Join(tc.args, " "), out, errOut)
+		}
+		t.Setenv("COSIGN_PASSWORD", "right-pw-6c1")
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/sigstore/sigstore/pkg/signature"
+
 	"github.com/kilnworks/kiln/runtime/manifest"
 )
 
@@ -192,4 +194,39 @@ func writeKeyPair(t testing.TB, dir, prefix string, password []byte) (key, pub s
 		t.Fatal(err)
 	}
 	return key, pub
+}
+
+var sharedKeyPair struct {
+	once      sync.Once
+	priv, pub []byte
+	signer    signature.Signer
+	err       error
+}
+
+// sharedKey writes one process-wide cosign key pair (empty password) into
+// dir as cosign.key / cosign.pub and returns its signer and the public key
+// path: scrypt makes every fresh key cost about half a second.
+func sharedKey(t testing.TB, dir string) (signature.Signer, string) {
+	t.Helper()
+	k := &sharedKeyPair
+	k.once.Do(func() {
+		if k.priv, k.pub, k.err = GenerateKeyPair(nil); k.err != nil {
+			return
+		}
+		f := filepath.Join(t.TempDir(), "k")
+		if k.err = os.WriteFile(f, k.priv, 0o600); k.err == nil {
+			k.signer, k.err = LoadSigner(f, nil)
+		}
+	})
+	if k.err != nil {
+		t.Fatal(k.err)
+	}
+	pub := filepath.Join(dir, "cosign.pub")
+	if err := os.WriteFile(filepath.Join(dir, "cosign.key"), k.priv, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pub, k.pub, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return k.signer, pub
 }

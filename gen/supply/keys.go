@@ -14,7 +14,6 @@ import (
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -146,7 +145,3 @@ func nonNil(b []byte) []byte {
 	}
 	return b
 }
-
-// errNoSignature marks a missing .sig file so callers can tell "unsigned"
-// from "signed but wrong".
-var errNoSignature = errors.New("no signature")

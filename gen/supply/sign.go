@@ -23,6 +23,10 @@ const (
 	ProvenanceSuffix = ".intoto.json"
 )
 
+// errNoSignature marks a file with neither .sig nor bundle, so callers can
+// tell "unsigned" from "signed but wrong".
+var errNoSignature = errors.New("no signature")
+
 // Sidecars returns the sidecar files of bin that are signed with it, in
 // signing order: manifest, SBOM, provenance.
 func Sidecars(bin string) []string {

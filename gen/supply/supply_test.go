@@ -125,11 +125,7 @@ func signedSample(t *testing.T) (bin, pub string) {
 	t.Helper()
 	bin = sampleBinary(t)
 	writeArtifacts(t, bin)
-	key, pub := writeKeyPair(t, filepath.Dir(bin), "cosign", nil)
-	s, err := LoadSigner(key, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, pub := sharedKey(t, filepath.Dir(bin))
 	files, err := SignArtifacts(s, bin)
 	if err != nil {
 		t.Fatal(err)
@@ -271,15 +267,12 @@ func TestVerifyComparesBuildInfo(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			bin, pub := signedSample(t)
 			editManifest(t, bin, tc.edit)
-			s, err := LoadSigner(filepath.Join(filepath.Dir(bin), "cosign.key"), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			s, _ := sharedKey(t, t.TempDir())
 			if err := SignFile(s, bin+ManifestSuffix); err != nil {
 				t.Fatal(err)
 			}
 			v, _ := LoadVerifier(pub)
-			err = Verify(bin, v).Err()
+			err := Verify(bin, v).Err()
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want an error containing %q", err, tc.want)
 			}
@@ -311,6 +304,15 @@ func TestWriteArtifactsManifest(t *testing.T) {
 		after, _ := os.ReadFile(f)
 		if !bytes.Equal(before[f], after) {
 			t.Errorf("%s is not deterministic", filepath.Base(f))
+		}
+	}
+	// Signatures of an earlier build at the same path are removed.
+	os.WriteFile(bin+SigSuffix, []byte("old"), 0o644)
+	os.WriteFile(bin+SBOMSuffix+BundleSuffix, []byte("old"), 0o644)
+	writeArtifacts(t, bin)
+	for _, f := range []string{bin + SigSuffix, bin + SBOMSuffix + BundleSuffix} {
+		if _, err := os.Stat(f); err == nil {
+			t.Errorf("stale %s kept", filepath.Base(f))
 		}
 	}
 	// Not a sealed binary: no embedded manifest to start from.

@@ -59,7 +59,8 @@ func (r *Report) Write(w io.Writer) {
 //     the SBOM and provenance when they exist;
 //   - that the manifest's binary_sha256 is the binary's digest;
 //   - that the build info inside the binary (Go version, tags, modules)
-//     matches the manifest;
+//     matches the manifest, and that the manifest embedded in the binary is
+//     the one beside it less the build-only fields;
 //   - that the SBOM and the provenance name this binary's digest.
 //
 // Every step runs, so the report shows all that is wrong at once.
@@ -74,12 +75,12 @@ func Verify(bin string, v signature.Verifier) *Report {
 	}
 	add(bin, "signature", VerifyFile(v, bin))
 
-	manifest := bin + ManifestSuffix
-	if exists(manifest) {
-		add(manifest, "signature", VerifyFile(v, manifest))
+	mpath := bin + ManifestSuffix
+	if exists(mpath) {
+		add(mpath, "signature", VerifyFile(v, mpath))
 		checkManifest(bin, binSHA, add)
 	} else {
-		add(manifest, "present", errors.New("missing: kiln build writes it beside the binary, and verification needs it"))
+		add(mpath, "present", errors.New("missing: kiln build writes it beside the binary, and verification needs it"))
 	}
 
 	sbom := bin + SBOMSuffix

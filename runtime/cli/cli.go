@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -265,6 +266,11 @@ func auditOptions(s *settings, o Options) runtime.AuditOptions {
 		}
 		if a.Target == "" {
 			a.Target = lg.Target
+			// A relative file in the workflow is relative to the workflow
+			// file (flags stay relative to the working directory).
+			if p, ok := strings.CutPrefix(a.Target, "file:"); ok && p != "" && !filepath.IsAbs(p) && o.Workflow.Source != "" {
+				a.Target = "file:" + filepath.Join(filepath.Dir(o.Workflow.Source), p)
+			}
 		}
 		if lg.Enabled != nil && !*lg.Enabled {
 			a.Disabled = true

@@ -320,7 +320,17 @@ func TestRecordAndAuditLog(t *testing.T) {
 	if strings.Join(msgs, ",") != "policy.allow_all,workflow.started,workflow.completed" {
 		t.Fatalf("audit events = %v", msgs)
 	}
+	// A relative [logging] file target is relative to the workflow file.
+	wfDir := t.TempDir()
+	wf.Source = filepath.Join(wfDir, "workflow.toml")
+	wf.Logging = &workflow.Logging{Target: "file:logs/audit.log", Format: "json"}
+	r = run(t, wf, map[string]string{"KILN_TEST_SECRET_VALUE": secret}, "")
+	logData, err := os.ReadFile(filepath.Join(wfDir, "logs", "audit.log"))
+	if err != nil || !strings.Contains(string(logData), `"msg":"workflow.completed"`) || r.stderr != "" {
+		t.Fatalf("file target: %v %s (stderr %q)", err, logData, r.stderr)
+	}
 	// --log-format beats [logging].
+	wf.Logging = &workflow.Logging{Format: "json"}
 	r = run(t, wf, map[string]string{"KILN_TEST_SECRET_VALUE": secret}, "", "--log-format", "text")
 	if !strings.Contains(r.stderr, "msg=workflow.completed") {
 		t.Fatalf("text log: %s", r.stderr)

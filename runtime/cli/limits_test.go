@@ -47,6 +47,9 @@ func init() {
 }
 
 func TestBudgetMemoryLimit(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector needs more memory than the budget allows")
+	}
 	dir := t.TempDir()
 	wf := filepath.Join(dir, "mem.toml")
 	writeFile(t, wf, "name = \"mem\"\n[budget]\nmax_memory_mb = 96\n[[nodes]]\nid = \"a\"\ntype = \"limtest_alloc\"\n")

@@ -1,0 +1,247 @@
+package mcp_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/kilnworks/kiln/capabilities/internal/fire/firetest"
+	kmcp "github.com/kilnworks/kiln/capabilities/mcp"
+	"github.com/kilnworks/kiln/runtime"
+)
+
+// triggerWorkflow: a trigger of type typ on server "docs" whose run reads
+// the notified resource and then runs node kind last (firetest_record or
+// firetest_block).
+func triggerWorkflow(server, typ, resource, last string) string {
+	return fmt.Sprintf(`
+name = "mcp-trigger"
+
+[[start_nodes]]
+name = "on_change"
+source = "event"
+entry_node = "page"
+
+%s
+
+[[triggers]]
+type = %q
+server = "docs"
+resource = %q
+start_node = "on_change"
+
+[[nodes]]
+id = "page"
+type = "read_mcp_resource"
+resource_from = "trigger.uri"
+
+[[nodes]]
+id = "seen"
+type = %q
+
+[[edges]]
+from = "page"
+to = "seen"
+`, server, typ, resource, last)
+}
+
+// serve sets up a serve-mode host and runs its only listener until the
+// test ends; it returns once the trigger has subscribed.
+func serve(t *testing.T, src string) *testHost {
+	t.Helper()
+	firetest.Drain()
+	h := mustHost(t, src, "", func(h *runtime.Host) { h.ServeMode = true })
+	ls, err := kmcp.Listeners(h.Host)
+	if err != nil || len(ls) != 1 {
+		t.Fatalf("listeners %v %v", ls, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ls[0].Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		firetest.Drain()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("listener: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("listener did not stop")
+		}
+	})
+	h.audit.WaitFor(t, "mcp.trigger.started")
+	return h
+}
+
+func checkTrigger(t *testing.T, trig map[string]any, typ, uri string) {
+	t.Helper()
+	want := map[string]any{"kind": "event", "type": typ, "server": "docs", "uri": uri, "resource_uri": uri}
+	if jsonText(trig) != jsonText(want) {
+		t.Fatalf("trigger %s, want %s", jsonText(trig), jsonText(want))
+	}
+}
+
+func httpDocsServer(url string) string {
+	return fmt.Sprintf(`[[mcp_servers]]
+name = "docs"
+url = %q
+allow_tools = ["touch", "create", "crash"]
+allow_resources = ["test://docs/*"]`, url)
+}
+
+func TestUpdatedTriggerOverHTTP(t *testing.T) {
+	rec := filepath.Join(t.TempDir(), "calls.jsonl")
+	s, url := httpServer(t, rec)
+	h := serve(t, triggerWorkflow(httpDocsServer(url), kmcp.TriggerUpdated, "*", "firetest_record"))
+
+	// Only the resources both allowlists admit were subscribed to.
+	var subs []string
+	for _, r := range recordsOf(readRecords(t, rec), "subscribe") {
+		subs = append(subs, r.URI)
+	}
+	if strings.Join(subs, ",") != "test://docs/a,test://docs/b" {
+		t.Fatalf("subscribed to %v", subs)
+	}
+	if !strings.Contains(h.audit.String(), "mcp.trigger.denied") {
+		t.Fatalf("the refused subscription to test://private/key was not audited:\n%s", h.audit.String())
+	}
+
+	// A burst of updates for one resource is debounced into one run.
+	for i := 0; i < 5; i++ {
+		s.SendNotificationToAllClients(mcp.MethodNotificationResourceUpdated, map[string]any{"uri": "test://docs/a"})
+	}
+	checkTrigger(t, firetest.Next(t, 5*time.Second), kmcp.TriggerUpdated, "test://docs/a")
+	firetest.None(t, 2*kmcp.Debounce+200*time.Millisecond)
+	h.audit.WaitFor(t, "mcp.trigger.completed")
+	if !strings.Contains(h.audit.String(), "mcp.trigger.fire") {
+		t.Fatalf("fire not audited")
+	}
+
+	// A notification for a resource outside the allowlist starts nothing.
+	s.SendNotificationToAllClients(mcp.MethodNotificationResourceUpdated, map[string]any{"uri": "test://private/key"})
+	firetest.None(t, 2*kmcp.Debounce+200*time.Millisecond)
+	if !strings.Contains(h.audit.String(), "mcp.trigger.ignored") {
+		t.Fatalf("ignored notification not audited")
+	}
+
+	// A resource that appears later is subscribed to after list_changed.
+	addDoc(s, "test://docs/c")
+	eventually(t, 5*time.Second, "subscription to test://docs/c", func() bool {
+		for _, r := range recordsOf(readRecords(t, rec), "subscribe") {
+			if r.URI == "test://docs/c" {
+				return true
+			}
+		}
+		return false
+	})
+	s.SendNotificationToAllClients(mcp.MethodNotificationResourceUpdated, map[string]any{"uri": "test://docs/c"})
+	checkTrigger(t, firetest.Next(t, 5*time.Second), kmcp.TriggerUpdated, "test://docs/c")
+}
+
+// TestOneRunAtATime: an update while the trigger's run is in flight is
+// skipped and audited, not queued.
+func TestOneRunAtATime(t *testing.T) {
+	rec := filepath.Join(t.TempDir(), "calls.jsonl")
+	s, url := httpServer(t, rec)
+	h := serve(t, triggerWorkflow(httpDocsServer(url), kmcp.TriggerUpdated, "test://docs/*", "firetest_block"))
+
+	s.SendNotificationToAllClients(mcp.MethodNotificationResourceUpdated, map[string]any{"uri": "test://docs/a"})
+	h.audit.WaitFor(t, "mcp.trigger.fire")
+	s.SendNotificationToAllClients(mcp.MethodNotificationResourceUpdated, map[string]any{"uri": "test://docs/b"})
+	h.audit.WaitFor(t, "mcp.trigger.skipped")
+	if !strings.Contains(h.audit.String(), "uri=test://docs/b") {
+		t.Fatalf("skip does not name the resource:\n%s", h.audit.String())
+	}
+	firetest.Release <- struct{}{}
+	h.audit.WaitFor(t, "mcp.trigger.completed")
+	if n := strings.Count(h.audit.String(), "mcp.trigger.fire"); n != 1 {
+		t.Fatalf("%d fires, want 1", n)
+	}
+}
+
+func TestCreatedTriggerOverHTTP(t *testing.T) {
+	rec := filepath.Join(t.TempDir(), "calls.jsonl")
+	s, url := httpServer(t, rec)
+	h := serve(t, triggerWorkflow(httpDocsServer(url), kmcp.TriggerCreated, "*", "firetest_record"))
+
+	// Existing resources are the baseline: nothing fires for them.
+	firetest.None(t, 2*kmcp.Debounce)
+	addDoc(s, "test://private/new") // matches "*" but not allow_resources
+	addDoc(s, "test://docs/new")
+	checkTrigger(t, firetest.Next(t, 5*time.Second), kmcp.TriggerCreated, "test://docs/new")
+	firetest.None(t, 2*kmcp.Debounce+200*time.Millisecond)
+	h.audit.WaitFor(t, "mcp.trigger.completed")
+	if !strings.Contains(h.audit.String(), "uri=test://private/new") {
+		t.Fatalf("denied creation not audited:\n%s", h.audit.String())
+	}
+}
+
+// TestTriggerSurvivesServerRestart: a watched stdio server that dies is
+// restarted at once and its subscriptions renewed, so updates keep firing.
+func TestTriggerSurvivesServerRestart(t *testing.T) {
+	rec := filepath.Join(t.TempDir(), "calls.jsonl")
+	docs := fmt.Sprintf(`[[mcp_servers]]
+name = "docs"
+command = %s
+allow_tools = ["touch", "crash"]
+allow_resources = ["test://docs/*"]`, stdioCommand(t, rec))
+	h := serve(t, triggerWorkflow(docs, kmcp.TriggerUpdated, "test://docs/a", "firetest_record"))
+	pool := h.pool(t)
+	ctx := ctxT(t)
+
+	if _, err := pool.CallTool(ctx, "docs", "touch", map[string]any{"uri": "test://docs/a"}); err != nil {
+		t.Fatal(err)
+	}
+	checkTrigger(t, firetest.Next(t, 5*time.Second), kmcp.TriggerUpdated, "test://docs/a")
+
+	first := pool.PID("docs")
+	_, _ = pool.CallTool(ctx, "docs", "crash", nil)
+	h.audit.WaitFor(t, "mcp.trigger.reconnected")
+	eventually(t, 5*time.Second, "second subscribe", func() bool {
+		return len(recordsOf(readRecords(t, rec), "subscribe")) == 2
+	})
+	if pid := pool.PID("docs"); pid == first || pid == 0 {
+		t.Fatalf("pid %d, first %d", pid, first)
+	}
+	if _, err := pool.CallTool(ctx, "docs", "touch", map[string]any{"uri": "test://docs/a"}); err != nil {
+		t.Fatal(err)
+	}
+	checkTrigger(t, firetest.Next(t, 5*time.Second), kmcp.TriggerUpdated, "test://docs/a")
+}
+
+// TestTriggerNeedsSubscribeSupport: a server that cannot subscribe fails
+// the listener at start-up instead of silently never firing.
+func TestTriggerNeedsSubscribeSupport(t *testing.T) {
+	s := server.NewMCPServer("plain", "1", server.WithResourceCapabilities(false, false))
+	addDoc(s, "test://docs/a")
+	ts := httptestServer(t, s)
+	h := mustHost(t, triggerWorkflow(httpDocsServer(ts), kmcp.TriggerUpdated, "test://docs/a", "firetest_record"), "")
+	ls, err := kmcp.Listeners(h.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = ls[0].Serve(ctx)
+	if err == nil || !strings.Contains(err.Error(), "does not support resources/subscribe") {
+		t.Fatalf("serve error %v", err)
+	}
+}
+
+func TestListenerNeedsRealPool(t *testing.T) {
+	h, err := newHost(t, triggerWorkflow(httpDocsServer("http://127.0.0.1:9/mcp"), kmcp.TriggerUpdated, "test://docs/a", "firetest_record"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Engine.Services.MCP = &mockClient{}
+	if _, err := kmcp.Listeners(h.Host); err == nil || !strings.Contains(err.Error(), "no MCP server pool") {
+		t.Fatalf("listeners error %v", err)
+	}
+}

@@ -1,0 +1,120 @@
+package gen_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/mod/modfile"
+
+	"github.com/kilnworks/kiln/gen"
+)
+
+const exampleModulePath = "example.com/kiln-gogenerate"
+
+func gogenerateDir(t testing.TB) string {
+	return filepath.Join(repoRoot(t), "examples", "gogenerate")
+}
+
+// exampleGoMod is the go.mod examples/gogenerate must have: kiln pinned as
+// a tool, kiln's own requirements (so `go tool kiln` and the generated
+// package resolve offline), and kiln replaced by the tree at replace.
+func exampleGoMod(t testing.TB, replace string) []byte {
+	t.Helper()
+	src := kilnSource(t)
+	var b strings.Builder
+	fmt.Fprintf(&b, "module %s\n\ngo %s\n\ntool %s/cmd/kiln\n\nrequire %s %s\n\nrequire (\n",
+		exampleModulePath, src.GoVersion, gen.KilnModule, gen.KilnModule, src.Version)
+	for _, r := range src.Requires {
+		fmt.Fprintf(&b, "\t%s %s // indirect\n", r.Path, r.Version)
+	}
+	fmt.Fprintf(&b, ")\n\nreplace %s => %s\n", gen.KilnModule, replace)
+	f, err := modfile.Parse("go.mod", []byte(b.String()), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := f.Format()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestGoGenerateExampleModuleInSync keeps the example's go.mod and go.sum
+// in step with kiln's own (go test ./gen -run GoGenerate -update).
+func TestGoGenerateExampleModuleInSync(t *testing.T) {
+	dir := gogenerateDir(t)
+	want := map[string][]byte{"go.mod": exampleGoMod(t, "../.."), "go.sum": kilnSource(t).GoSum}
+	for name, data := range want {
+		path := filepath.Join(dir, name)
+		if *update {
+			writeFile(t, path, data)
+		}
+		if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, data) {
+			t.Errorf("examples/gogenerate/%s is out of date with kiln's (go test ./gen -run GoGenerate -update): %v", name, err)
+		}
+	}
+}
+
+// TestGoGenerateExample does what a user does: in a copy of the example
+// module, `go generate ./...` (running kiln through `go tool`), then `go
+// build ./agent`, then runs the program. The regenerated package must be
+// identical to the committed one (what a CI diff check relies on).
+func TestGoGenerateExample(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles kiln through go tool")
+	}
+	work := filepath.Join(t.TempDir(), "user")
+	copyTree(t, gogenerateDir(t), work)
+	if err := os.RemoveAll(filepath.Join(work, "agent")); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(work, "go.mod"), exampleGoMod(t, repoRoot(t)))
+
+	goRun(t, work, nil, "generate", "./...")
+	generated := readTree(t, filepath.Join(work, "agent"))
+	if *update {
+		committed := filepath.Join(gogenerateDir(t), "agent")
+		if err := os.RemoveAll(committed); err != nil {
+			t.Fatal(err)
+		}
+		copyTree(t, filepath.Join(work, "agent"), committed)
+	}
+	committed := readTree(t, filepath.Join(gogenerateDir(t), "agent"))
+	if len(generated) == 0 {
+		t.Fatal("go generate wrote nothing into ./agent")
+	}
+	for name, data := range generated {
+		if !bytes.Equal(committed[name], data) {
+			t.Errorf("agent/%s differs from the committed one (go test ./gen -run GoGenerateExample -update)", name)
+		}
+	}
+	for name := range committed {
+		if _, ok := generated[name]; !ok {
+			t.Errorf("agent/%s is committed but no longer generated", name)
+		}
+	}
+
+	bin := filepath.Join(t.TempDir(), "greeter")
+	goRun(t, work, nil, "build", "-o", bin, "./agent")
+	input := filepath.Join(t.TempDir(), "in.json")
+	writeFile(t, input, []byte(`{"name":"Ada"}`))
+	out, err := exec.Command(bin, "--input", input, "--quiet").Output()
+	if err != nil {
+		t.Fatalf("greeter: %v\n%s", err, out)
+	}
+	var outcome struct {
+		Status     string `json:"status"`
+		FinalValue struct {
+			Value string `json:"value"`
+		} `json:"final_value"`
+	}
+	if err := json.Unmarshal(out, &outcome); err != nil || outcome.Status != "completed" || outcome.FinalValue.Value != "Hello, Ada!" {
+		t.Errorf("outcome %s (%v)", out, err)
+	}
+}
