@@ -43,7 +43,7 @@ type signReq struct {
 // first failure (Load returns it before validating anything).
 type signState struct {
 	root   signReq
-	rootOK error // a bad --signing-key, reported on first use
+	rootErr error // a bad --signing-key, reported by the first check
 	passed map[*workflow.Workflow]signReq
 	err    error
 }
@@ -54,7 +54,7 @@ func (l *loader) setSigning(opts LoadOptions) {
 	if opts.SigningKey != nil {
 		k, err := parseEd25519Public(opts.SigningKey)
 		if err != nil {
-			l.sign.rootOK = &ParseError{File: "--signing-key", Msg: err.Error()}
+			l.sign.rootErr = &ParseError{File: "--signing-key", Msg: err.Error()}
 			return
 		}
 		l.sign.root = signReq{required: opts.SigningRequired, key: k, keyFrom: "--signing-key", pinned: true}
@@ -63,8 +63,8 @@ func (l *loader) setSigning(opts LoadOptions) {
 
 // verifyRoot checks the root workflow's signature.
 func (l *loader) verifyRoot(path string, data []byte, wf *workflow.Workflow) error {
-	if l.sign.rootOK != nil {
-		return l.sign.rootOK
+	if l.sign.rootErr != nil {
+		return l.sign.rootErr
 	}
 	next, err := verifyWorkflowSignature(l.read, path, data, wf, l.sign.root)
 	if err != nil {

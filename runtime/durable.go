@@ -176,7 +176,8 @@ func runActive(stateDir, runID string) bool {
 
 // durable wraps execute for the top-level run: the run lock, the first
 // checkpoint of a CheckpointEachNode run, resume checks, and settling the
-// checkpoint when the run ends.
+// checkpoint when the run ends. A resumed checkpoint must be the one on
+// disk under the engine's StateDir: it is re-read there under the lock.
 func (r *Run) durable(ctx context.Context, opts RunOptions) *Outcome {
 	cp := opts.Resume
 	if cp == nil && !opts.CheckpointEachNode {

@@ -122,6 +122,7 @@ func TestUsed(t *testing.T) {
 			{ID: "t", Type: "template_render"},
 			{ID: "c", Type: "call", Workflow: "child.toml"},
 			{ID: "end", Type: "terminate"},
+			{ID: "agent", Type: "agent_loop", Tools: []string{"read_file", "http_request"}},
 		},
 		Triggers:   []workflow.Trigger{{Type: "cron"}, {Type: "mcp.resource.updated"}},
 		HTTPRoutes: []workflow.HTTPRoute{{Method: "POST", Path: "/a", Auth: "oidc:corp"}, {Method: "GET", Path: "/b", Auth: "none"}},
@@ -132,11 +133,11 @@ func TestUsed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"control", "data", "env", "mcp", "http", "oidc", "shell", "compose", "cron", "secrets"}
+	want := []string{"control", "data", "fs", "env", "llm", "mcp", "http", "oidc", "httpclient", "shell", "compose", "cron", "secrets"}
 	if !reflect.DeepEqual(u.Families, want) {
 		t.Errorf("families = %v, want %v", u.Families, want)
 	}
-	if !reflect.DeepEqual(u.NodeKinds, []string{"call", "read_env", "shell_run", "template_render", "terminate"}) {
+	if !reflect.DeepEqual(u.NodeKinds, []string{"agent_loop", "call", "read_env", "shell_run", "template_render", "terminate"}) {
 		t.Errorf("kinds = %v", u.NodeKinds)
 	}
 	if !reflect.DeepEqual(u.AuthKinds, []string{"oidc"}) || !reflect.DeepEqual(u.Triggers, []string{"cron", "mcp.resource.updated"}) {
@@ -144,6 +145,9 @@ func TestUsed(t *testing.T) {
 	}
 	if got := strings.Join(u.Why["shell"], ";"); got != "child.toml: node sh (shell_run)" {
 		t.Errorf("why shell = %q", got)
+	}
+	if got := strings.Join(u.Why["fs"], ";"); got != "node agent (agent_loop tool read_file)" {
+		t.Errorf("why fs = %q", got)
 	}
 
 	// The smallest workflow still links control, and nothing else.
@@ -154,10 +158,10 @@ func TestUsed(t *testing.T) {
 
 	// Unknown names fail closed, naming where they are used.
 	_, err = catalog.Used(&workflow.Workflow{
-		Nodes:      []workflow.Node{{ID: "x", Type: "teleport"}},
+		Nodes:      []workflow.Node{{ID: "x", Type: "teleport"}, {ID: "a", Type: "agent_loop", Tools: []string{"rm_rf"}}},
 		HTTPRoutes: []workflow.HTTPRoute{{Method: "GET", Path: "/", Auth: "kerberos:k"}},
 	})
-	if err == nil || !strings.Contains(err.Error(), `node x: node kind "teleport"`) || !strings.Contains(err.Error(), `route GET /: auth kind "kerberos"`) {
+	if err == nil || !strings.Contains(err.Error(), `node x: node kind "teleport"`) || !strings.Contains(err.Error(), `route GET /: auth kind "kerberos"`) || !strings.Contains(err.Error(), `node a: tool "rm_rf"`) {
 		t.Errorf("unknown kinds: %v", err)
 	}
 }

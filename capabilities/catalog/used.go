@@ -24,8 +24,9 @@ type Usage struct {
 	Why map[string][]string
 }
 
-// Used resolves the families a workflow tree needs: from its node kinds,
-// trigger types, HTTP routes and their auth kinds, and [[secrets]]
+// Used resolves the families a workflow tree needs: from its node kinds
+// (and the tools of agent loops), trigger types, HTTP routes and their auth
+// kinds, and [[secrets]]
 // entries; child workflows are included. Anything the catalog does not
 // know (a node kind, trigger type or auth kind) is an error naming where it
 // is used: the generator must never guess a family.
@@ -100,6 +101,16 @@ func (u *usage) walk(wf *workflow.Workflow, where string) {
 		}
 		u.kinds[n.Type] = true
 		u.add(id, fmt.Sprintf("%snode %s (%s)", where, n.ID, n.Type))
+		// An agent loop's tools run through the handlers of their node
+		// kinds, so their families must be linked too.
+		for _, tool := range n.Tools {
+			tid, ok := FamilyOfKind(tool)
+			if !ok {
+				u.fail(where, "node %s: tool %q is not a node kind of the capability catalog", n.ID, tool)
+				continue
+			}
+			u.add(tid, fmt.Sprintf("%snode %s (%s tool %s)", where, n.ID, n.Type, tool))
+		}
 	}
 	for i, t := range wf.Triggers {
 		id, ok := FamilyOfTrigger(t.Type)

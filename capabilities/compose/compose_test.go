@@ -79,7 +79,7 @@ func init() {
 	})
 }
 
-func decode(t *testing.T, src string) *workflow.Workflow {
+func decode(t testing.TB, src string) *workflow.Workflow {
 	t.Helper()
 	var wf workflow.Workflow
 	md, err := toml.Decode(src, &wf)
@@ -94,7 +94,7 @@ func decode(t *testing.T, src string) *workflow.Workflow {
 }
 
 // build compiles parent with children keyed by their declared paths.
-func build(t *testing.T, parent string, children map[string]string) *runtime.Program {
+func build(t testing.TB, parent string, children map[string]string) *runtime.Program {
 	t.Helper()
 	wf := decode(t, parent)
 	wf.Children = map[string]*workflow.Workflow{}
@@ -543,4 +543,29 @@ max_concurrent = 1
 	if o := rep.Outcome; o.Status != runtime.StatusErrored || !strings.Contains(o.Reason, "max_fs_write_mb") || o.Err.Class != runtime.ClassBudget {
 		t.Fatalf("three writes: %+v", o)
 	}
+}
+
+// BenchmarkMapFanOut measures the cost of one child run: a map over 100
+// items with waves of 8, each child a single node.
+func BenchmarkMapFanOut(b *testing.B) {
+	p := build(b, `
+name = "parent"
+[[nodes]]
+id = "each"
+type = "map"
+items_from = "trigger.items"
+workflow = "item.toml"
+max_items = 100
+max_concurrent = 8
+`, itemChild)
+	payload := map[string]any{"items": mapItems(100)}
+	e := &runtime.Engine{}
+	b.ResetTimer()
+	for b.Loop() {
+		rep := e.Run(context.Background(), p, runtime.RunOptions{Trigger: runtime.MakeTrigger("manual", payload)})
+		if rep.Outcome.Status != runtime.StatusCompleted {
+			b.Fatal(rep.Outcome.Reason)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*100), "ns/child")
 }

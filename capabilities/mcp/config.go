@@ -118,6 +118,21 @@ var envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // MCP node's server reference, and every MCP trigger. Children are not
 // visited (each is prepared, and validated, on its own).
 func Validate(wf *workflow.Workflow) error {
+	errs := []error{validateConfig(wf)}
+	for _, n := range wf.Nodes {
+		if n.Type != "call_mcp_tool" && n.Type != "read_mcp_resource" {
+			continue
+		}
+		if _, err := SelectServer(wf, n.Server); err != nil {
+			errs = append(errs, fmt.Errorf("node %s (%s): %v", n.ID, n.Type, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// validateConfig is Validate without the per-node checks (a node's
+// Prepare checks its own reference).
+func validateConfig(wf *workflow.Workflow) error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	seen := map[string]bool{}
@@ -177,14 +192,6 @@ func Validate(wf *workflow.Workflow) error {
 					bad("[policy.mcp]: %s: %v", list.key, err)
 				}
 			}
-		}
-	}
-	for _, n := range wf.Nodes {
-		if n.Type != "call_mcp_tool" && n.Type != "read_mcp_resource" {
-			continue
-		}
-		if _, err := SelectServer(wf, n.Server); err != nil {
-			bad("node %s (%s): %v", n.ID, n.Type, err)
 		}
 	}
 	for i, t := range wf.Triggers {

@@ -197,7 +197,7 @@ func httpServer(t *testing.T, rec string) (*server.MCPServer, string) {
 // httptestServer serves s over streamable HTTP on loopback.
 func httptestServer(t *testing.T, s *server.MCPServer) string {
 	t.Helper()
-	ts := httptest.NewServer(server.NewStreamableHTTPServer(s))
+	ts := httptest.NewServer(statefulHTTP(s))
 	t.Cleanup(ts.Close)
 	return ts.URL + "/mcp"
 }
@@ -301,3 +301,9 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 }
 
 func kmcpSetup(h *testHost) error { return kmcp.Setup(context.Background(), h.Host, "") }
+
+// statefulHTTP serves s over streamable HTTP with real sessions, like a
+// production server: a session the server does not know is answered 404.
+func statefulHTTP(s *server.MCPServer) *server.StreamableHTTPServer {
+	return server.NewStreamableHTTPServer(s, server.WithStateful(true))
+}

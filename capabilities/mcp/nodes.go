@@ -16,14 +16,14 @@ func init() {
 	runtime.RegisterNode(runtime.NodeKind{Kind: "read_mcp_resource", Family: "mcp", Prepare: prepareResource, SideEffect: true})
 }
 
-// prepareServer validates the node's workflow and resolves the server the
-// node talks to.
+// prepareServer resolves the server the node talks to and validates the
+// workflow's MCP configuration, so a bad one never starts.
 func prepareServer(n *workflow.Node, p *runtime.Program) (Server, error) {
-	if err := Validate(p.Workflow); err != nil {
-		return Server{}, err
-	}
 	name, err := SelectServer(p.Workflow, n.Server)
 	if err != nil {
+		return Server{}, err
+	}
+	if err := validateConfig(p.Workflow); err != nil {
 		return Server{}, err
 	}
 	return lookupServer(p.Workflow, name), nil

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mark3labs/mcp-go/server"
 
 	kmcp "github.com/kilnworks/kiln/capabilities/mcp"
 	"github.com/kilnworks/kiln/runtime"
@@ -195,7 +194,7 @@ resource_from = "trigger.uri"
 
 func TestHTTPServerAndLostSession(t *testing.T) {
 	rec := filepath.Join(t.TempDir(), "calls.jsonl")
-	sw := &switchHandler{h: server.NewStreamableHTTPServer(newTestServer(rec))}
+	sw := &switchHandler{h: statefulHTTP(newTestServer(rec))}
 	ts := httptest.NewServer(sw)
 	t.Cleanup(ts.Close)
 	src := httpWorkflow(ts.URL+"/mcp", "echo")
@@ -214,7 +213,7 @@ func TestHTTPServerAndLostSession(t *testing.T) {
 	// The server restarts and forgets the session: the next tool call is
 	// refused with 404 before it runs, so it is safe to reconnect and send
 	// it again.
-	sw.set(server.NewStreamableHTTPServer(newTestServer(rec)))
+	sw.set(statefulHTTP(newTestServer(rec)))
 	rep = h.run(t, "tool", map[string]any{"args": map[string]any{"message": "after restart"}})
 	if rep.Outcome.Status != runtime.StatusCompleted {
 		t.Fatalf("after server restart: %+v\n%s", rep.Outcome, h.audit.String())

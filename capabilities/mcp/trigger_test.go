@@ -3,6 +3,7 @@ package mcp_test
 import (
 	"context"
 	"fmt"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -243,5 +244,72 @@ func TestListenerNeedsRealPool(t *testing.T) {
 	h.Engine.Services.MCP = &mockClient{}
 	if _, err := kmcp.Listeners(h.Host); err == nil || !strings.Contains(err.Error(), "no MCP server pool") {
 		t.Fatalf("listeners error %v", err)
+	}
+}
+
+// TestTriggerReconnectsLostHTTPSession: while idle, the keep-alive ping
+// notices that the HTTP server forgot the session (it restarted); the pool
+// reconnects, renews the subscription, and updates fire again.
+func TestTriggerReconnectsLostHTTPSession(t *testing.T) {
+	defer func(d time.Duration) { kmcp.KeepAlive = d }(kmcp.KeepAlive)
+	kmcp.KeepAlive = 100 * time.Millisecond
+	rec := filepath.Join(t.TempDir(), "calls.jsonl")
+	sw := &switchHandler{h: statefulHTTP(newTestServer(rec))}
+	ts := httptest.NewServer(sw)
+	t.Cleanup(ts.Close)
+	h := serve(t, triggerWorkflow(httpDocsServer(ts.URL+"/mcp"), kmcp.TriggerUpdated, "test://docs/a", "firetest_record"))
+
+	restarted := newTestServer(rec)
+	sw.set(statefulHTTP(restarted))
+	h.audit.WaitFor(t, "mcp.trigger.reconnected")
+	eventually(t, 5*time.Second, "the subscription renewed on the restarted server", func() bool {
+		return len(recordsOf(readRecords(t, rec), "subscribe")) >= 2
+	})
+	// The new GET stream may open a moment after the subscribe answer.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		restarted.SendNotificationToAllClients(mcp.MethodNotificationResourceUpdated, map[string]any{"uri": "test://docs/a"})
+		select {
+		case trig := <-firetest.Fired:
+			checkTrigger(t, trig, kmcp.TriggerUpdated, "test://docs/a")
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no run after the reconnect:\n%s", h.audit.String())
+		}
+	}
+}
+
+// TestDrainCancelsARunThatOutlivesTheDrainTimeout: on shutdown the
+// listener waits for its in-flight run at most DrainTimeout, then cancels
+// it and returns.
+func TestDrainCancelsARunThatOutlivesTheDrainTimeout(t *testing.T) {
+	firetest.Drain()
+	rec := filepath.Join(t.TempDir(), "calls.jsonl")
+	s, url := httpServer(t, rec)
+	h := mustHost(t, triggerWorkflow(httpDocsServer(url), kmcp.TriggerUpdated, "test://docs/a", "firetest_block"), "",
+		func(h *runtime.Host) { h.ServeMode, h.DrainTimeout = true, 200*time.Millisecond })
+	ls, err := kmcp.Listeners(h.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ls[0].Serve(ctx) }()
+	h.audit.WaitFor(t, "mcp.trigger.started")
+	s.SendNotificationToAllClients(mcp.MethodNotificationResourceUpdated, map[string]any{"uri": "test://docs/a"})
+	h.audit.WaitFor(t, "mcp.trigger.fire")
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve did not return after the drain timeout")
+	}
+	if !strings.Contains(h.audit.String(), "mcp.trigger.drain_timeout") {
+		t.Fatalf("drain timeout not audited:\n%s", h.audit.String())
 	}
 }

@@ -98,10 +98,11 @@ func FileSHA256(path string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// Purl is the package URL of a Go module version.
+// Purl is the package URL of a Go module version; a source build's
+// "(devel)" has no version to name.
 func Purl(path, version string) string {
 	p := "pkg:golang/" + path
-	if version != "" {
+	if version != "" && version != "(devel)" {
 		p += "@" + strings.ReplaceAll(version, "+", "%2B")
 	}
 	return p

@@ -87,6 +87,9 @@ func Provenance(bin, binSHA string, facts *BuildFacts, info ProvenanceInfo) ([]b
 		if h := SumHex(m.Sum); h != "" {
 			r.Digest = map[string]string{"sha256": h}
 		}
+		if m.Replace != "" {
+			r.Annotations = map[string]string{"replaced_by": m.Replace}
+		}
 		deps = append(deps, r)
 	}
 	ext := map[string]any{"workflow": info.Workflow}

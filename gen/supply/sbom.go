@@ -96,7 +96,7 @@ func SBOM(bin, binSHA string, facts *BuildFacts, toolVersion string) ([]byte, er
 				Type:       "application",
 				BOMRef:     mainRef,
 				Name:       filepath.Base(bin),
-				Version:    facts.Main.Version,
+				Version:    strings.TrimSuffix(strings.TrimPrefix(facts.Main.Version, "("), ")"),
 				Purl:       mainRef,
 				Hashes:     []cdxHash{{Alg: "SHA-256", Content: binSHA}},
 				Properties: props,
