@@ -74,7 +74,7 @@ func FindKilnSource(explicit string) (*KilnSource, error) {
 	if v == "devel" {
 		return nil, errors.New("cannot find kiln's source: this kiln is a development build and the working directory is not inside the kiln module; pass --kiln-source DIR or set KILN_SOURCE")
 	}
-	return moduleCacheSource(v)
+	return CachedKilnSource(v)
 }
 
 func isKilnModule(dir string) bool {
@@ -98,9 +98,9 @@ func sourceTree(dir, how string) (*KilnSource, error) {
 	return src, nil
 }
 
-// moduleCacheSource uses the released kiln at version v from the module
+// CachedKilnSource uses the released kiln at version v from the module
 // cache; its go.sum lines come from the cache's own hash files.
-func moduleCacheSource(v string) (*KilnSource, error) {
+func CachedKilnSource(v string) (*KilnSource, error) {
 	cache, err := goEnv("GOMODCACHE")
 	if err != nil {
 		return nil, err

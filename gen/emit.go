@@ -212,7 +212,9 @@ func (e *emitter) workflowFile() error {
 		return jen.Id("kilnEmbedded").Call(jen.Lit(name)), nil
 	}
 
-	f.Comment("//go:embed " + strings.Join(e.embedded, " "))
+	for _, name := range e.embedded {
+		f.Comment("//go:embed " + name)
+	}
 	f.Var().Id("kilnFiles").Qual("embed", "FS")
 	f.Line()
 	f.Comment("kilnEmbedded returns a file the generator embedded; a missing one is a generator bug.")

@@ -33,7 +33,7 @@ type literalWriter struct {
 }
 
 var (
-	workflowType = reflect.TypeFor[workflow.Workflow]()
+	workflowType   = reflect.TypeFor[workflow.Workflow]()
 	pointerHelpers = map[reflect.Kind]string{
 		reflect.Int:     "Int",
 		reflect.Bool:    "Bool",

@@ -42,10 +42,10 @@ type signReq struct {
 // LoadOptions, what each loaded workflow passes on to its children, and the
 // first failure (Load returns it before validating anything).
 type signState struct {
-	root   signReq
+	root    signReq
 	rootErr error // a bad --signing-key, reported by the first check
-	passed map[*workflow.Workflow]signReq
-	err    error
+	passed  map[*workflow.Workflow]signReq
+	err     error
 }
 
 // setSigning records Load's options in the loader.

@@ -294,3 +294,15 @@ func FamilyOfPackage(path string) (string, bool) {
 	id, _, _ := strings.Cut(rest, "/")
 	return idOf(byID[id])
 }
+
+// FamilyKeys maps each known family id of ids to the capability keys it
+// provides: the shape the discovery document's Families takes.
+func FamilyKeys(ids []string) map[string][]string {
+	out := map[string][]string{}
+	for _, id := range ids {
+		if f, ok := byID[id]; ok {
+			out[id] = append([]string{}, f.Keys...)
+		}
+	}
+	return out
+}

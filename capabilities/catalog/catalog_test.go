@@ -195,6 +195,9 @@ func TestTagsRoundTrip(t *testing.T) {
 			t.Errorf("FamilyOfPackage(%s) = %q %v", c.pkg, id, ok)
 		}
 	}
+	if fk := catalog.FamilyKeys([]string{"fs", "nope"}); !reflect.DeepEqual(fk, map[string][]string{"fs": {"tools.fs"}}) {
+		t.Errorf("FamilyKeys = %v", fk)
+	}
 	keys := catalog.KeysOf([]string{"fs", "httpclient"})
 	if !sort.StringsAreSorted(keys) || !reflect.DeepEqual(keys, []string{"tools.fs", "tools.http"}) {
 		t.Errorf("keys = %v", keys)

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-
 	kmcp "github.com/kilnworks/kiln/capabilities/mcp"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/workflow"
@@ -222,6 +221,9 @@ func TestHTTPServerAndLostSession(t *testing.T) {
 	if len(calls) != 2 || string(calls[1].Args) != `{"message":"after restart"}` {
 		t.Fatalf("calls %+v", calls)
 	}
+	if n := strings.Count(h.audit.String(), "mcp.server.started"); n != 2 {
+		t.Fatalf("%d connections, want 2 (one reconnect):\n%s", n, h.audit.String())
+	}
 }
 
 func TestValidation(t *testing.T) {
@@ -421,4 +423,28 @@ func TestServeModeStartsServersAtStartUp(t *testing.T) {
 		t.Fatalf("setup error %v", err)
 	}
 	_ = broken.pool(t).Close()
+}
+
+// TestRestartedServerDyingAgainStaysDown: a restarted server that dies
+// before answering anything is not restarted a second time (no crash loop).
+func TestRestartedServerDyingAgainStaysDown(t *testing.T) {
+	rec := filepath.Join(t.TempDir(), "calls.jsonl")
+	h := mustHost(t, nodesWorkflow(stdioCommand(t, rec), "echo", ""), "")
+	pool := h.pool(t)
+	ctx := ctxT(t)
+	if rep := h.run(t, "tool", nil); rep.Outcome.Status != runtime.StatusCompleted {
+		t.Fatalf("outcome %+v", rep.Outcome)
+	}
+	for i := 0; i < 2; i++ { // the healthy server dies, then its restart dies too
+		if _, err := pool.CallTool(ctx, "docs", "crash", nil); err == nil {
+			t.Fatalf("crash %d succeeded", i)
+		}
+	}
+	rep := h.run(t, "tool", nil)
+	if rep.Outcome.Status != runtime.StatusErrored || !strings.Contains(rep.Outcome.Reason, "died again before answering after its restart") {
+		t.Fatalf("outcome %+v", rep.Outcome)
+	}
+	if n := len(recordsOf(readRecords(t, rec), "start")); n != 2 {
+		t.Fatalf("%d starts, want 2", n)
+	}
 }

@@ -18,8 +18,10 @@ import (
 
 var (
 	// Debounce coalesces a burst of notifications for one resource (or of
-	// list changes) into one fire.
+	// list changes) into one fire, once the burst pauses this long...
 	Debounce = 250 * time.Millisecond
+	// ...or has lasted this long.
+	MaxDelay = time.Second
 	// KeepAlive is how often a trigger pings its server, so a lost HTTP
 	// session or a hung server is noticed (and restarted) while idle.
 	KeepAlive = 30 * time.Second
@@ -119,31 +121,38 @@ func (l *Listener) audit() *slog.Logger {
 func (l *Listener) Serve(ctx context.Context) error {
 	defer l.drain()
 	audit := l.audit()
+	// A shutdown during start-up is not a failure.
+	fail := func(format string, args ...any) error {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("%s: "+format, append([]any{l.name}, args...)...)
+	}
 	notices, stop, err := l.pool.Watch(l.server.Name)
 	if err != nil {
-		return fmt.Errorf("%s: %v", l.name, err)
+		return fail("%v", err)
 	}
 	defer stop()
 	caps, err := l.pool.Capabilities(ctx, l.server.Name)
 	if err != nil {
-		return fmt.Errorf("%s: %v", l.name, err)
+		return fail("%v", err)
 	}
 	known := map[string]bool{} // created: the resources seen so far
 	switch l.trig.Type {
 	case TriggerUpdated:
 		if caps.Resources == nil || !caps.Resources.Subscribe {
-			return fmt.Errorf("%s: server %s does not support resources/subscribe", l.name, l.server.Name)
+			return fail("server %s does not support resources/subscribe", l.server.Name)
 		}
 		if err := l.subscribe(ctx, audit); err != nil {
-			return err
+			return fail("%v", err)
 		}
 	case TriggerCreated:
 		if caps.Resources == nil || !caps.Resources.ListChanged {
-			return fmt.Errorf("%s: server %s does not send resources/list_changed notifications", l.name, l.server.Name)
+			return fail("server %s does not send resources/list_changed notifications", l.server.Name)
 		}
 		uris, err := l.pool.ListResources(ctx, l.server.Name)
 		if err != nil {
-			return fmt.Errorf("%s: resources/list: %v", l.name, err)
+			return fail("resources/list: %v", err)
 		}
 		for _, u := range uris {
 			known[u] = true
@@ -153,16 +162,29 @@ func (l *Listener) Serve(ctx context.Context) error {
 
 	// pending holds what waits for its burst to settle: a URI (updated)
 	// or "" for a re-list (created, and updated when the list changed).
-	pending := map[string]time.Time{}
+	// A burst settles after Debounce of quiet, or at the latest after
+	// MaxDelay, so a server that never pauses still starts runs.
+	type burst struct{ first, last time.Time }
+	pending := map[string]*burst{}
 	settled := make(chan string, 64)
-	note := func(key string) {
-		pending[key] = time.Now()
-		time.AfterFunc(Debounce, func() {
+	wake := func(key string, d time.Duration) {
+		time.AfterFunc(d, func() {
 			select {
 			case settled <- key:
 			case <-ctx.Done():
 			}
 		})
+	}
+	note := func(key string) {
+		now := time.Now()
+		b := pending[key]
+		if b == nil {
+			b = &burst{first: now}
+			pending[key] = b
+			wake(key, MaxDelay)
+		}
+		b.last = now
+		wake(key, Debounce)
 	}
 	ping := time.NewTicker(KeepAlive)
 	defer ping.Stop()
@@ -177,7 +199,7 @@ func (l *Listener) Serve(ctx context.Context) error {
 					return nil
 				}
 				audit.Error("mcp.trigger.error", "error", errText(n.Err))
-				return fmt.Errorf("%s: %v", l.name, n.Err)
+				return fail("%v", n.Err)
 			case n.Reconnected:
 				audit.Warn("mcp.trigger.reconnected")
 				note("")
@@ -194,8 +216,8 @@ func (l *Listener) Serve(ctx context.Context) error {
 				note(n.URI)
 			}
 		case key := <-settled:
-			at, ok := pending[key]
-			if !ok || time.Since(at) < Debounce {
+			b, ok := pending[key]
+			if !ok || (time.Since(b.last) < Debounce && time.Since(b.first) < MaxDelay) {
 				continue // a later notice re-armed it
 			}
 			delete(pending, key)
@@ -228,7 +250,7 @@ func (l *Listener) subscribe(ctx context.Context, audit *slog.Logger) error {
 	} else {
 		listed, err := l.pool.ListResources(ctx, l.server.Name)
 		if err != nil {
-			return fmt.Errorf("%s: resources/list: %v", l.name, err)
+			return fmt.Errorf("resources/list: %v", errText(err))
 		}
 		uris = listed
 	}
@@ -240,7 +262,7 @@ func (l *Listener) subscribe(ctx context.Context, audit *slog.Logger) error {
 			continue
 		}
 		if err := l.pool.Subscribe(ctx, l.server.Name, uri); err != nil {
-			return fmt.Errorf("%s: resources/subscribe %s: %v", l.name, uri, errText(err))
+			return fmt.Errorf("resources/subscribe %s: %v", uri, errText(err))
 		}
 	}
 	return nil

@@ -217,22 +217,28 @@ allow_resources = ["test://docs/*"]`, stdioCommand(t, rec))
 	checkTrigger(t, firetest.Next(t, 5*time.Second), kmcp.TriggerUpdated, "test://docs/a")
 }
 
-// TestTriggerNeedsSubscribeSupport: a server that cannot subscribe fails
-// the listener at start-up instead of silently never firing.
-func TestTriggerNeedsSubscribeSupport(t *testing.T) {
+// TestTriggerNeedsServerSupport: a server that cannot subscribe (or does
+// not announce list changes) fails the listener at start-up instead of
+// silently never firing.
+func TestTriggerNeedsServerSupport(t *testing.T) {
 	s := server.NewMCPServer("plain", "1", server.WithResourceCapabilities(false, false))
 	addDoc(s, "test://docs/a")
-	ts := httptestServer(t, s)
-	h := mustHost(t, triggerWorkflow(httpDocsServer(ts), kmcp.TriggerUpdated, "test://docs/a", "firetest_record"), "")
-	ls, err := kmcp.Listeners(h.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	err = ls[0].Serve(ctx)
-	if err == nil || !strings.Contains(err.Error(), "does not support resources/subscribe") {
-		t.Fatalf("serve error %v", err)
+	url := httptestServer(t, s)
+	for typ, want := range map[string]string{
+		kmcp.TriggerUpdated: "does not support resources/subscribe",
+		kmcp.TriggerCreated: "does not send resources/list_changed notifications",
+	} {
+		h := mustHost(t, triggerWorkflow(httpDocsServer(url), typ, "test://docs/a", "firetest_record"), "")
+		ls, err := kmcp.Listeners(h.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = ls[0].Serve(ctx)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), typ+"[0] docs") {
+			t.Fatalf("%s: serve error %v", typ, err)
+		}
 	}
 }
 
@@ -311,5 +317,30 @@ func TestDrainCancelsARunThatOutlivesTheDrainTimeout(t *testing.T) {
 	}
 	if !strings.Contains(h.audit.String(), "mcp.trigger.drain_timeout") {
 		t.Fatalf("drain timeout not audited:\n%s", h.audit.String())
+	}
+}
+
+// TestContinuousUpdatesStillFire: a server that never pauses between
+// updates still starts runs, at the latest MaxDelay after the first one.
+func TestContinuousUpdatesStillFire(t *testing.T) {
+	rec := filepath.Join(t.TempDir(), "calls.jsonl")
+	s, url := httpServer(t, rec)
+	serve(t, triggerWorkflow(httpDocsServer(url), kmcp.TriggerUpdated, "test://docs/a", "firetest_record"))
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(kmcp.Debounce / 3):
+				s.SendNotificationToAllClients(mcp.MethodNotificationResourceUpdated, map[string]any{"uri": "test://docs/a"})
+			}
+		}
+	}()
+	begin := time.Now()
+	checkTrigger(t, firetest.Next(t, 5*time.Second), kmcp.TriggerUpdated, "test://docs/a")
+	if d := time.Since(begin); d > kmcp.MaxDelay+time.Second {
+		t.Fatalf("first run after %v", d)
 	}
 }

@@ -11,7 +11,7 @@
 package main
 
 // ManifestBlob is the manifest (manifest.json), wrapped in the markers kiln inspect looks for.
-const ManifestBlob = "\x00KILN-MANIFEST\x0000003188\x00{\n" +
+const ManifestBlob = "\x00KILN-MANIFEST\x0000003606\x00{\n" +
 	"  \"schema\": \"kiln.manifest/v1\",\n" +
 	"  \"workflow\": {\n" +
 	"    \"name\": \"full\",\n" +
@@ -21,9 +21,11 @@ const ManifestBlob = "\x00KILN-MANIFEST\x0000003188\x00{\n" +
 	"  \"build_tags\": [\n" +
 	"    \"kiln_custom\",\n" +
 	"    \"kiln_control\",\n" +
+	"    \"kiln_fs\",\n" +
 	"    \"kiln_llm\",\n" +
 	"    \"kiln_http\",\n" +
 	"    \"kiln_oidc\",\n" +
+	"    \"kiln_httpclient\",\n" +
 	"    \"kiln_compose\",\n" +
 	"    \"kiln_cron\",\n" +
 	"    \"kiln_secrets\"\n" +
@@ -36,6 +38,14 @@ const ManifestBlob = "\x00KILN-MANIFEST\x0000003188\x00{\n" +
 	"      \"keys\": [\n" +
 	"        \"flow.approval\",\n" +
 	"        \"flow.control\"\n" +
+	"      ]\n" +
+	"    },\n" +
+	"    {\n" +
+	"      \"id\": \"fs\",\n" +
+	"      \"package\": \"github.com/kilnworks/kiln/capabilities/fs\",\n" +
+	"      \"tag\": \"kiln_fs\",\n" +
+	"      \"keys\": [\n" +
+	"        \"tools.fs\"\n" +
 	"      ]\n" +
 	"    },\n" +
 	"    {\n" +
@@ -65,6 +75,14 @@ const ManifestBlob = "\x00KILN-MANIFEST\x0000003188\x00{\n" +
 	"      \"tag\": \"kiln_oidc\",\n" +
 	"      \"keys\": [\n" +
 	"        \"auth.oidc\"\n" +
+	"      ]\n" +
+	"    },\n" +
+	"    {\n" +
+	"      \"id\": \"httpclient\",\n" +
+	"      \"package\": \"github.com/kilnworks/kiln/capabilities/httpclient\",\n" +
+	"      \"tag\": \"kiln_httpclient\",\n" +
+	"      \"keys\": [\n" +
+	"        \"tools.http\"\n" +
 	"      ]\n" +
 	"    },\n" +
 	"    {\n" +
@@ -118,6 +136,8 @@ const ManifestBlob = "\x00KILN-MANIFEST\x0000003188\x00{\n" +
 	"    \"secrets.oauth2\",\n" +
 	"    \"secrets.registry\",\n" +
 	"    \"serve.http\",\n" +
+	"    \"tools.fs\",\n" +
+	"    \"tools.http\",\n" +
 	"    \"trigger.cron\"\n" +
 	"  ],\n" +
 	"  \"inputs\": [\n" +

@@ -16,7 +16,12 @@ import (
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
-//go:embed embed/assets/50e1a54062af4cb7-p.txt embed/assets/9091a8164f97eaca-in.json embed/assets/b3188f29082f51d4-jwks.json embed/assets/ec245465dd3f008a-out.json embed/children/a85d7e9101a0f58c-child.toml embed/workflow.toml
+//go:embed embed/assets/50e1a54062af4cb7-p.txt
+//go:embed embed/assets/9091a8164f97eaca-in.json
+//go:embed embed/assets/b3188f29082f51d4-jwks.json
+//go:embed embed/assets/ec245465dd3f008a-out.json
+//go:embed embed/children/a85d7e9101a0f58c-child.toml
+//go:embed embed/workflow.toml
 var kilnFiles embed.FS
 
 // kilnEmbedded returns a file the generator embedded; a missing one is a generator bug.
