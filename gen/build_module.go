@@ -50,7 +50,8 @@ type KilnSource struct {
 // FindKilnSource locates kiln's packages for a generated module, in the
 // order ARCHITECTURE.md gives: explicit dir (--kiln-source), $KILN_SOURCE,
 // a go.mod of module kiln found walking up from the working directory, the
-// module cache at the version in this binary's build info.
+// directory kiln was replaced by when this binary was built, the module
+// cache at the version in this binary's build info.
 func FindKilnSource(explicit string) (*KilnSource, error) {
 	if explicit != "" {
 		return sourceTree(explicit, "--kiln-source")
@@ -70,11 +71,43 @@ func FindKilnSource(explicit string) (*KilnSource, error) {
 			dir = parent
 		}
 	}
+	if dir, ok := replacedKilnDir(); ok {
+		return sourceTree(dir, "the replace directive this kiln was built with")
+	}
 	v := manifest.KilnVersion()
 	if v == "devel" {
 		return nil, errors.New("cannot find kiln's source: this kiln is a development build and the working directory is not inside the kiln module; pass --kiln-source DIR or set KILN_SOURCE")
 	}
 	return CachedKilnSource(v)
+}
+
+// replacedKilnDir finds the source tree of a kiln built with a directory
+// replacement (a user module's `replace github.com/kilnworks/kiln =>
+// ../kiln`, run as `go tool kiln`). A relative path is relative to that
+// module's root, an ancestor of the working directory: try each.
+func replacedKilnDir() (string, bool) {
+	m := manifest.KilnModuleInfo()
+	if m == nil || m.Replace == nil || m.Replace.Version != "" {
+		return "", false
+	}
+	p := m.Replace.Path
+	if filepath.IsAbs(p) {
+		return p, isKilnModule(p)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", false
+	}
+	for dir := wd; ; {
+		if cand := filepath.Join(dir, p); isKilnModule(cand) {
+			return cand, true
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", false
+		}
+		dir = parent
+	}
 }
 
 func isKilnModule(dir string) bool {

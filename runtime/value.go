@@ -268,7 +268,7 @@ func parseDecimal(s string) (decimal, bool) {
 	}
 	if hasExp {
 		n, err := strconv.Atoi(exp)
-		if err != nil || exp == "" || exp[0] == ' ' {
+		if err != nil {
 			return d, false
 		}
 		d.exp = n

@@ -198,30 +198,40 @@ func Find(bin []byte) ([]byte, error) {
 }
 
 // KilnVersion is the version of the kiln module linked into the running
-// program, from its build info: the main module's version when that is
-// kiln, else the version kiln is required at; "devel" for a source build.
+// program, from its build info: the version kiln was built or required at;
+// "devel" for a source build (a directory replacement, no version, or a
+// modified checkout).
 func KilnVersion() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
+	m := KilnModuleInfo()
+	if m == nil {
 		return "devel"
 	}
-	v := ""
-	if bi.Main.Path == ModulePath {
-		v = bi.Main.Version
-	} else {
-		for _, d := range bi.Deps {
-			if d.Path == ModulePath {
-				v = d.Version
-				if d.Replace != nil {
-					v = d.Replace.Version
-				}
-			}
-		}
+	v := m.Version
+	if m.Replace != nil {
+		v = m.Replace.Version // "" for a directory
 	}
 	if v == "" || v == "(devel)" || strings.HasSuffix(v, "+dirty") {
 		return "devel"
 	}
 	return v
+}
+
+// KilnModuleInfo is kiln's module in the running program's build info
+// (the main module, or a dependency), nil when there is none.
+func KilnModuleInfo() *debug.Module {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return nil
+	}
+	if bi.Main.Path == ModulePath {
+		return &bi.Main
+	}
+	for _, d := range bi.Deps {
+		if d.Path == ModulePath {
+			return d
+		}
+	}
+	return nil
 }
 
 // ModulePath is kiln's module path.
