@@ -117,4 +117,12 @@ func TestGoGenerateExample(t *testing.T) {
 	if err := json.Unmarshal(out, &outcome); err != nil || outcome.Status != "completed" || outcome.FinalValue.Value != "Hello, Ada!" {
 		t.Errorf("outcome %s (%v)", out, err)
 	}
+
+	// kiln build also works from this user module, outside kiln's tree:
+	// kiln finds its source through the replace line it was built with.
+	sealed := filepath.Join(t.TempDir(), "sealed")
+	goRun(t, work, []string{"KILN_SOURCE="}, "tool", "kiln", "build", "workflow.toml", "-o", sealed)
+	if out, err := exec.Command(sealed, "manifest").Output(); err != nil || !strings.Contains(string(out), `"name": "gogenerate"`) {
+		t.Errorf("sealed manifest: %v\n%s", err, out)
+	}
 }

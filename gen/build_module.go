@@ -87,7 +87,8 @@ func FindKilnSource(explicit string) (*KilnSource, error) {
 // module's root, an ancestor of the working directory: try each.
 func replacedKilnDir() (string, bool) {
 	m := manifest.KilnModuleInfo()
-	if m == nil || m.Replace == nil || m.Replace.Version != "" {
+	// A directory replacement has no version ("(devel)" in build info).
+	if m == nil || m.Replace == nil || (m.Replace.Version != "" && m.Replace.Version != "(devel)") {
 		return "", false
 	}
 	p := m.Replace.Path

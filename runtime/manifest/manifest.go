@@ -208,7 +208,7 @@ func KilnVersion() string {
 	}
 	v := m.Version
 	if m.Replace != nil {
-		v = m.Replace.Version // "" for a directory
+		v = m.Replace.Version // "(devel)" for a directory
 	}
 	if v == "" || v == "(devel)" || strings.HasSuffix(v, "+dirty") {
 		return "devel"

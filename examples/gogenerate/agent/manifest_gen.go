@@ -6,13 +6,13 @@
 package main
 
 // ManifestBlob is the manifest (manifest.json), wrapped in the markers kiln inspect looks for.
-const ManifestBlob = "\x00KILN-MANIFEST\x0000001179\x00{\n" +
+const ManifestBlob = "\x00KILN-MANIFEST\x0000001150\x00{\n" +
 	"  \"schema\": \"kiln.manifest/v1\",\n" +
 	"  \"workflow\": {\n" +
 	"    \"name\": \"gogenerate\",\n" +
 	"    \"digest\": \"3ef77232c46fb9cb1b85210dfcabd11a915d24beeedcf3c08569d93197a6a5db\"\n" +
 	"  },\n" +
-	"  \"kiln_version\": \"v0.0.0-00010101000000-000000000000\",\n" +
+	"  \"kiln_version\": \"devel\",\n" +
 	"  \"build_tags\": [\n" +
 	"    \"kiln_custom\",\n" +
 	"    \"kiln_control\",\n" +
