@@ -600,11 +600,11 @@ func TestOutcomeAndRecordShapes(t *testing.T) {
 		want string
 	}{
 		{Outcome{Status: StatusCompleted, FinalValue: json.Number("1.0"), LastNode: "done"},
-			`{"final_value":1.0,"last_node":"done","status":"completed"}`},
-		{Outcome{Status: StatusFailed, Reason: "bad <input>"}, `{"last_node":null,"reason":"bad <input>","status":"failed"}`},
-		{Outcome{Status: StatusTimedOut, ElapsedMS: 12, LastNode: "x"}, `{"elapsed_ms":12,"last_node":"x","status":"timed_out"}`},
+			`{"status":"completed","final_value":1.0,"last_node":"done"}`},
+		{Outcome{Status: StatusFailed, Reason: "bad <input>"}, `{"status":"failed","reason":"bad <input>","last_node":null}`},
+		{Outcome{Status: StatusTimedOut, ElapsedMS: 12, LastNode: "x"}, `{"status":"timed_out","elapsed_ms":12,"last_node":"x"}`},
 		{Outcome{Status: StatusPaused, RunID: "r1", LastNode: "p", Reason: "ok?"},
-			`{"last_node":"p","reason":"ok?","run_id":"r1","status":"paused"}`},
+			`{"status":"paused","run_id":"r1","last_node":"p","reason":"ok?"}`},
 	}
 	for _, c := range cases {
 		got, err := EncodeJSON(&c.o)

@@ -35,31 +35,50 @@ type Outcome struct {
 
 // MarshalJSON renders the outcome in the wire shape of its status.
 func (o *Outcome) MarshalJSON() ([]byte, error) {
+	// Field order follows WORKFLOW-FORMAT §6 (status first), so people
+	// reading the output see the verdict before the details.
 	var last any
 	if o.LastNode != "" {
 		last = o.LastNode
 	}
-	m := map[string]any{"status": o.Status, "last_node": last}
 	switch o.Status {
 	case StatusCompleted:
-		m["final_value"] = o.FinalValue
-		if o.HTTPResponse != nil {
-			m["http_response"] = o.HTTPResponse
-		}
+		return EncodeJSON(struct {
+			Status       string        `json:"status"`
+			FinalValue   any           `json:"final_value"`
+			LastNode     any           `json:"last_node"`
+			HTTPResponse *HTTPResponse `json:"http_response,omitempty"`
+		}{o.Status, o.FinalValue, last, o.HTTPResponse})
 	case StatusFailed:
-		m["reason"] = o.Reason
+		return EncodeJSON(struct {
+			Status   string `json:"status"`
+			Reason   string `json:"reason"`
+			LastNode any    `json:"last_node"`
+		}{o.Status, o.Reason, last})
 	case StatusTimedOut:
-		m["elapsed_ms"] = o.ElapsedMS
+		return EncodeJSON(struct {
+			Status    string `json:"status"`
+			ElapsedMS int64  `json:"elapsed_ms"`
+			LastNode  any    `json:"last_node"`
+		}{o.Status, o.ElapsedMS, last})
 	case StatusPaused:
-		m["run_id"] = o.RunID
-		m["reason"] = o.Reason
-	case StatusErrored:
-		m["error"] = o.Reason
-		if o.Err != nil {
-			m["error_class"] = string(o.Err.Class)
-		}
+		return EncodeJSON(struct {
+			Status   string `json:"status"`
+			RunID    string `json:"run_id"`
+			LastNode any    `json:"last_node"`
+			Reason   string `json:"reason"`
+		}{o.Status, o.RunID, last, o.Reason})
 	}
-	return EncodeJSON(m)
+	class := ""
+	if o.Err != nil {
+		class = string(o.Err.Class)
+	}
+	return EncodeJSON(struct {
+		Status     string `json:"status"`
+		Error      string `json:"error"`
+		ErrorClass string `json:"error_class,omitempty"`
+		LastNode   any    `json:"last_node"`
+	}{o.Status, o.Reason, class, last})
 }
 
 // TraceEntry is one executed node.
