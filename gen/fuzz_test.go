@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/BurntSushi/toml"
 )
 
 // corpusFiles lists every workflow-shaped TOML file under testdata and
@@ -42,6 +44,7 @@ func FuzzLoadValidate(f *testing.F) {
 		}
 		f.Add(data)
 	}
+	f.Add([]byte(trickyTOML))
 	schema := []byte(`{"type":"object","properties":{"a":{"$ref":"#/$defs/a"}},"$defs":{"a":{"type":"string"}}}`)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// The root, any child named child.toml (the same bytes: a cycle or
@@ -67,16 +70,57 @@ func FuzzLoadValidate(f *testing.F) {
 			if pe.File == "" || pe.Msg == "" {
 				t.Fatalf("parse error without file or message: %#v", pe)
 			}
+
 		case errors.As(err, &ve):
 			if len(ve.Issues) == 0 {
 				t.Fatal("validation error without issues")
 			}
 		}
-		// Decode + Validate alone must agree that the document parses.
-		if w2, err := Decode("fuzz.toml", data); err == nil {
+		// Every key and array element of an accepted document is in the
+		// key index, so errors can always name a line.
+		var raw map[string]any
+		if _, err := toml.Decode(string(data), &raw); err == nil {
+			ix := indexKeys(string(data))
+			walkPaths(raw, "", func(p string) {
+				if at, ok := ix[p]; !ok || at.line < 1 {
+					t.Fatalf("key index misses %s", p)
+				}
+			})
+		}
+
+		// Decode + Validate alone (no files).
+		w2, err := Decode("fuzz.toml", data)
+		if err == nil {
 			_ = Validate(w2)
-		} else if pe == nil && !errors.As(err, new(*ParseError)) {
+			return
+		}
+		var dpe *ParseError
+		if !errors.As(err, &dpe) {
 			t.Fatalf("Decode: unexpected error type %T", err)
 		}
+		// A key-level problem is always located: the key index must find
+		// every key of a document BurntSushi/toml accepted.
+		if dpe.Key != "" && dpe.Line == 0 {
+			t.Fatalf("no line for %s: %s", dpe.Key, dpe.Msg)
+		}
 	})
+}
+
+// walkPaths calls f with the path of every key and array element in v.
+func walkPaths(v any, path string, f func(string)) {
+	if path != "" {
+		f(path)
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		for k, sub := range x {
+			walkPaths(sub, joinKey(path, k), f)
+		}
+	default:
+		if items, ok := asList(v); ok {
+			for i, it := range items {
+				walkPaths(it, joinIndex(path, i), f)
+			}
+		}
+	}
 }

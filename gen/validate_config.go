@@ -197,7 +197,7 @@ func (c *checker) checkTriggers() {
 			}
 		case "interval":
 			if t.Every != "" {
-				if _, err := ParseInterval(t.Every); err != nil {
+				if _, err := parseInterval(t.Every); err != nil {
 					c.add("invalid_interval", "%s: every %q: %v", where, t.Every, err)
 				}
 			}

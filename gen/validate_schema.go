@@ -91,9 +91,9 @@ var intervalUnits = map[string]time.Duration{
 	"d": 24 * time.Hour, "day": 24 * time.Hour, "days": 24 * time.Hour,
 }
 
-// ParseInterval parses an interval trigger's `every`: <n>s|m|h|d, or the
+// parseInterval parses an interval trigger's `every`: <n>s|m|h|d, or the
 // units sec(s), min(s), hr(s), day(s); n > 0.
-func ParseInterval(s string) (time.Duration, error) {
+func parseInterval(s string) (time.Duration, error) {
 	m := intervalRe.FindStringSubmatch(strings.TrimSpace(s))
 	if m == nil {
 		return 0, fmt.Errorf("want <n><unit> with unit s, m, h or d (or sec, min, hr, day), e.g. \"30s\"")

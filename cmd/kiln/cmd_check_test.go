@@ -79,7 +79,7 @@ to = "ghost"
 			t.Fatalf("report = %+v", rep)
 		}
 		// Output JSON is not HTML-escaped.
-		if !strings.Contains(stdout, `"text<xml"`) {
+		if !strings.Contains(stdout, `text<xml`) || strings.Contains(stdout, `\u003c`) {
 			t.Errorf("message was HTML-escaped: %s", stdout)
 		}
 	})
