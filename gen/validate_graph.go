@@ -39,7 +39,8 @@ func (c *checker) checkStartNodes() {
 func (c *checker) checkGraph() {
 	type edgeKey struct{ from, to, when string }
 	seen := map[edgeKey]bool{}
-	out := map[outKey][]string{} // targets per (from, when)
+	out := map[outKey][]string{}   // plain-edge targets per (from, when)
+	loops := map[outKey][]string{} // loop-edge targets per (from, when)
 	var outOrder []outKey
 	succ := map[string][]string{} // all valid edges, for reachability
 	dag := map[string][]string{}  // non-loop edges, for cycles and roots
@@ -70,15 +71,25 @@ func (c *checker) checkGraph() {
 		}
 		seen[k] = true
 		ok2 := outKey{e.From, e.When}
+		succ[e.From] = append(succ[e.From], e.To)
+		if e.MaxIterations != nil {
+			// A loop edge may share its label with one plain edge: the
+			// engine follows the loop while it has budget, then the plain
+			// edge (seed 004 §2: "another matching edge"). Two loop edges
+			// on one label would be ambiguous.
+			loops[ok2] = append(loops[ok2], e.To)
+			if len(loops[ok2]) == 2 {
+				c.add("ambiguous_branch_edges", "%s: %d loop edges for when = %q (to %s); at most one may fire",
+					nodeLabel(c.nodes[e.From]), len(loops[ok2]), e.When, strings.Join(loops[ok2], ", "))
+			}
+			continue
+		}
 		if _, ok := out[ok2]; !ok {
 			outOrder = append(outOrder, ok2)
 		}
 		out[ok2] = append(out[ok2], e.To)
-		succ[e.From] = append(succ[e.From], e.To)
-		if e.MaxIterations == nil {
-			dag[e.From] = append(dag[e.From], e.To)
-			inDegree[e.To]++
-		}
+		dag[e.From] = append(dag[e.From], e.To)
+		inDegree[e.To]++
 	}
 	for _, k := range outOrder {
 		targets := out[k]
