@@ -26,6 +26,10 @@ type AuditOptions struct {
 	Target string // stderr | stdout | file:PATH (default stderr)
 	// Disabled discards every event ([logging] enabled = false, --quiet).
 	Disabled bool
+	// RedactFields names attributes whose values are always logged as
+	// [REDACTED] ([logging.audit] redact_fields); DropFields names
+	// attributes left out entirely (reason, for include_reason = false).
+	RedactFields, DropFields []string
 	// Stdout and Stderr stand in for the process streams (tests, embedding).
 	Stdout, Stderr io.Writer
 }
@@ -82,8 +86,25 @@ func NewAuditLogger(o AuditOptions) (*slog.Logger, io.Closer, error) {
 		closer.Close()
 		return nil, nil, fmt.Errorf("log format %q: want text or json", o.Format)
 	}
-	return slog.New(&redactHandler{inner: h}), closer, nil
+	rh := &redactHandler{inner: h}
+	if len(o.RedactFields)+len(o.DropFields) > 0 {
+		rh.fields = map[string]fieldRule{}
+		for _, k := range o.RedactFields {
+			rh.fields[k] = fieldRedact
+		}
+		for _, k := range o.DropFields {
+			rh.fields[k] = fieldDrop
+		}
+	}
+	return slog.New(rh), closer, nil
 }
+
+type fieldRule int
+
+const (
+	fieldRedact fieldRule = iota + 1
+	fieldDrop
+)
 
 // ParseLogLevel reads a level name. An EnvFilter-style directive
 // ("info,kiln=debug") is read by its first plain level.
@@ -204,8 +225,9 @@ func RedactBytes(b []byte) []byte {
 // it keeps With/WithGroup state itself and applies it per record, so a
 // secret registered late is still caught.
 type redactHandler struct {
-	inner slog.Handler
-	goas  []groupOrAttrs
+	inner  slog.Handler
+	goas   []groupOrAttrs
+	fields map[string]fieldRule // by attribute key, at any depth
 }
 
 type groupOrAttrs struct {
@@ -234,13 +256,15 @@ func (h *redactHandler) WithGroup(name string) slog.Handler {
 func (h *redactHandler) with(g groupOrAttrs) *redactHandler {
 	goas := make([]groupOrAttrs, len(h.goas), len(h.goas)+1)
 	copy(goas, h.goas)
-	return &redactHandler{inner: h.inner, goas: append(goas, g)}
+	return &redactHandler{inner: h.inner, goas: append(goas, g), fields: h.fields}
 }
 
 func (h *redactHandler) Handle(ctx context.Context, r slog.Record) error {
 	attrs := make([]slog.Attr, 0, r.NumAttrs())
 	r.Attrs(func(a slog.Attr) bool {
-		attrs = append(attrs, redactAttr(a))
+		if a, keep := h.field(a); keep {
+			attrs = append(attrs, redactAttr(a))
+		}
 		return true
 	})
 	// Rebuild the With/WithGroup nesting from the innermost group out.
@@ -252,13 +276,39 @@ func (h *redactHandler) Handle(ctx context.Context, r slog.Record) error {
 		}
 		pre := make([]slog.Attr, 0, len(g.attrs)+len(attrs))
 		for _, a := range g.attrs {
-			pre = append(pre, redactAttr(a))
+			if a, keep := h.field(a); keep {
+				pre = append(pre, redactAttr(a))
+			}
 		}
 		attrs = append(pre, attrs...)
 	}
 	out := slog.NewRecord(r.Time, r.Level, Redact(r.Message), r.PC)
 	out.AddAttrs(attrs...)
 	return h.inner.Handle(ctx, out)
+}
+
+// field applies the configured per-key rules to a and the attributes of
+// a group; keep is false when a is to be left out.
+func (h *redactHandler) field(a slog.Attr) (out slog.Attr, keep bool) {
+	if h.fields == nil {
+		return a, true
+	}
+	switch h.fields[a.Key] {
+	case fieldDrop:
+		return a, false
+	case fieldRedact:
+		return slog.String(a.Key, RedactedMarker), true
+	}
+	if v := a.Value.Resolve(); v.Kind() == slog.KindGroup {
+		var group []slog.Attr
+		for _, g := range v.Group() {
+			if g, keep := h.field(g); keep {
+				group = append(group, g)
+			}
+		}
+		return slog.Attr{Key: a.Key, Value: slog.GroupValue(group...)}, true
+	}
+	return a, true
 }
 
 func redactAttr(a slog.Attr) slog.Attr {

@@ -504,6 +504,11 @@ func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 				ee.Node, ee.Kind = pn.node.ID, pn.node.Type
 			}
 			r.appendTrace(pn, "error", "", nil)
+			if errors.Is(ctx.Err(), context.Canceled) {
+				// A signal or shutdown stopped the run, not its deadline
+				// (handlers report either as a timeout).
+				return r.errored(&Error{Class: ClassConfig, Node: ee.Node, Kind: ee.Kind, Msg: "run cancelled", Err: ee})
+			}
 			if ee.Class == ClassTimeout || errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				return r.timedOut(started)
 			}

@@ -23,6 +23,10 @@ type Host struct {
 	// ctx is cancelled (SIGTERM/SIGINT), to finish in-flight runs
 	// (--drain-timeout-secs; the CLI sets it, default 30s).
 	DrainTimeout time.Duration
+	// RunTimeout is the deadline of every run the host starts without one
+	// of its own (--timeout-secs), serve-mode runs included; 0 leaves it
+	// to [budget].max_run_time_secs.
+	RunTimeout time.Duration
 
 	readyMu sync.Mutex
 	blocks  map[string]string // reasons the host is not ready yet
@@ -32,6 +36,9 @@ type Host struct {
 func (h *Host) Fire(ctx context.Context, opts RunOptions) *Report {
 	if h.DryRun {
 		opts.DryRun = true
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = h.RunTimeout
 	}
 	return h.Engine.Run(ctx, h.Program, opts)
 }

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"encoding/json"
 	"sync/atomic"
 )
 
@@ -149,7 +150,9 @@ type Report struct {
 	WallMS      int64
 }
 
-// Record renders the run record of `--record PATH` (WORKFLOW-FORMAT §6).
+// Record renders the run record of `--record PATH` (WORKFLOW-FORMAT §6),
+// its fields (and the cost counters) in the order the format lists them,
+// like the outcome itself.
 func (r *Report) Record() ([]byte, error) {
 	var last any
 	if r.Outcome.LastNode != "" {
@@ -159,19 +162,34 @@ func (r *Report) Record() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var detailV any
-	if detailV, err = DecodeJSON(detail); err != nil {
-		return nil, err
-	}
-	return EncodeJSONIndent(map[string]any{
-		"workflow":     r.Workflow,
-		"start_node":   r.StartNode,
-		"execution_id": r.ExecutionID,
-		"status":       r.Outcome.Status,
-		"last_node":    last,
-		"detail":       detailV,
-		"wall_ms":      r.WallMS,
-		"cost":         r.Counters.Snapshot(),
-		"trace":        r.Trace,
-	})
+	c := r.Counters
+	return EncodeJSONIndent(struct {
+		Workflow    string          `json:"workflow"`
+		StartNode   string          `json:"start_node"`
+		ExecutionID string          `json:"execution_id"`
+		Status      string          `json:"status"`
+		LastNode    any             `json:"last_node"`
+		Detail      json.RawMessage `json:"detail"`
+		WallMS      int64           `json:"wall_ms"`
+		Cost        recordCost      `json:"cost"`
+		Trace       *Trace          `json:"trace"`
+	}{r.Workflow, r.StartNode, r.ExecutionID, r.Outcome.Status, last, detail, r.WallMS, recordCost{
+		c.WorkflowStarts.Load(), c.WorkflowCompletions.Load(), c.WorkflowFailures.Load(),
+		c.WorkflowTimeouts.Load(), c.WorkflowErrored.Load(), c.NodeExecutions.Load(), c.NodeFailures.Load(),
+		c.PolicyDenials.Load(), c.LLMCalls.Load(), c.LLMTokens.Load(),
+	}, r.Trace})
+}
+
+// recordCost is the record's "cost" object (the keys of Snapshot).
+type recordCost struct {
+	WorkflowStarts      int64 `json:"workflow_starts"`
+	WorkflowCompletions int64 `json:"workflow_completions"`
+	WorkflowFailures    int64 `json:"workflow_failures"`
+	WorkflowTimeouts    int64 `json:"workflow_timeouts"`
+	WorkflowErrored     int64 `json:"workflow_errored"`
+	NodeExecutions      int64 `json:"node_executions"`
+	NodeFailures        int64 `json:"node_failures"`
+	PolicyDenials       int64 `json:"policy_denials"`
+	LLMCalls            int64 `json:"llm_calls"`
+	LLMTokens           int64 `json:"llm_tokens"`
 }

@@ -8,7 +8,8 @@
 // started. Events only reach listeners that are serving; in one-shot mode
 // (or while a trigger is busy) emit_event reports delivered = false and the
 // drop is audited. An event chain (a triggered run emitting again) is
-// bounded to runtime.MaxCallDepth hops.
+// bounded to runtime.MaxCallDepth hops. The triggered run's
+// trigger.principal is the emitting run's, never one from the payload.
 package event
 
 import (
@@ -42,6 +43,11 @@ func init() {
 type busKey struct{}
 
 type hopsKey struct{}
+
+// principalKey carries the emitting run's trigger.principal to the runs
+// an event starts: a principal inside the payload is dropped, so an event
+// payload (often built from a request body) cannot spoof one.
+type principalKey struct{}
 
 // bus routes emitted events to the host's internal.event listeners.
 type bus struct {
@@ -115,6 +121,10 @@ func (b *bus) emit(ctx context.Context, event string, payload any) error {
 			p["input"] = v
 		}
 		// Set after the payload's own fields, so it cannot spoof them.
+		delete(p, "principal")
+		if pr := ctx.Value(principalKey{}); pr != nil {
+			p["principal"] = pr
+		}
 		p["type"] = TriggerType
 		p["event"] = event
 		p["hops"] = hops
@@ -194,6 +204,9 @@ func prepare(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) {
 		}
 		// A run started by an event carries its hop count in ctx (set by
 		// the bus, not by the payload), so chains stay bounded.
+		if pr, ok := c.Run.Trigger()["principal"]; ok {
+			ctx = context.WithValue(ctx, principalKey{}, pr)
+		}
 		err := emit(ctx, event, payload)
 		switch {
 		case err == nil:

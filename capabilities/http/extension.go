@@ -30,7 +30,8 @@ func init() {
 			if drain <= 0 {
 				drain = time.Nanosecond
 			}
-			s, err := New(h, Config{Addr: flagBind, DrainTimeout: drain})
+			// --timeout-secs (h.RunTimeout) bounds every request's run.
+			s, err := New(h, Config{Addr: flagBind, DrainTimeout: drain, RunTimeout: h.RunTimeout})
 			if err != nil {
 				return nil, err
 			}

@@ -382,12 +382,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"limit_bytes": MaxHeaderBytes})
 		return
 	}
-	if builtins[r.URL.Path] && r.Method == http.MethodGet {
-		s.builtin(w, r)
+	if builtins[r.URL.Path] && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		s.builtin(w, r) // HEAD: net/http drops the body (load balancer probes)
 		return
 	}
 	byMethod, ok := s.routes[r.URL.Path]
 	if !ok {
+		if builtins[r.URL.Path] { // a known path: wrong method, not "not found"
+			w.Header().Set("Allow", "GET, HEAD")
+			writeJSON(w, http.StatusMethodNotAllowed, map[string]any{"error": "method not allowed", "allow": []string{"GET", "HEAD"}})
+			return
+		}
 		writeJSON(w, http.StatusNotFound, map[string]any{"error": "not found"})
 		return
 	}

@@ -29,8 +29,15 @@ func TestBuiltins(t *testing.T) {
 	}
 	ts.host.UnblockReady("mcp")
 	ts.do(t, "GET", "/readyz", "").expect(t, 200)
-	// Built-ins answer GET only; other methods fall through to routing.
-	ts.do(t, "POST", "/healthz", "").expect(t, 404)
+	// Built-ins answer GET and HEAD (probes); another method on a built-in
+	// path is a known path with the wrong method: 405 with Allow.
+	for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
+		ts.do(t, "HEAD", p, "").expect(t, 200)
+		r = ts.do(t, "POST", p, "").expect(t, 405)
+		if got := r.header.Get("Allow"); got != "GET, HEAD" {
+			t.Fatalf("POST %s: Allow = %q", p, got)
+		}
+	}
 }
 
 func TestRoutingExactPath(t *testing.T) {

@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 
 	_ "github.com/kilnworks/kiln/capabilities/all" // fixtures may use any family
 	"github.com/kilnworks/kiln/gen/fixture"
@@ -62,7 +61,14 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 	}
 	var opts fixture.Options
 	if *verbose {
-		opts.Audit = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		// The audit logger every run uses: registered secrets are redacted.
+		audit, closer, err := runtime.NewAuditLogger(runtime.AuditOptions{Level: "debug", Stderr: stderr})
+		if err != nil {
+			fmt.Fprintf(stderr, "kiln test: %v\n", err)
+			return exitUsage
+		}
+		defer closer.Close()
+		opts.Audit = audit
 	}
 	rep := testReport{Fixtures: []*fixture.Result{}}
 	for _, f := range fixtures {

@@ -58,7 +58,8 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return loadFailed(err, stderr)
 	}
-	return cli.Main(rest, cli.Options{Prog: "kiln", Workflow: wf, Stdout: stdout, Stderr: stderr})
+	return cli.Main(rest, cli.Options{Prog: "kiln", Workflow: wf, Stdout: stdout, Stderr: stderr,
+		Usage: "usage: kiln run " + path + " [flags] [once|serve]"})
 }
 
 // workflowArg takes the workflow path from the first argument or from
@@ -115,7 +116,12 @@ func loadFailed(err error, stderr io.Writer) int {
 		if issues == nil {
 			issues = []gen.Issue{}
 		}
-		report, jerr := runtime.EncodeJSON(map[string]any{"workflow": ve.Workflow, "ok": false, "issues": issues})
+		// The same shape and key order as `kiln check` (WORKFLOW-FORMAT §6).
+		report, jerr := runtime.EncodeJSON(struct {
+			Workflow string      `json:"workflow"`
+			OK       bool        `json:"ok"`
+			Issues   []gen.Issue `json:"issues"`
+		}{ve.Workflow, false, issues})
 		if jerr != nil {
 			fmt.Fprintf(stderr, "kiln: %v\n", err)
 		} else {

@@ -363,6 +363,10 @@ when = "x"
 	if report.Workflow != "invalid" || report.OK == nil || *report.OK || len(report.Issues) == 0 || report.Issues[0].Code == "" {
 		t.Fatalf("report %s", r.stderr)
 	}
+	// Same key order as `kiln check` and WORKFLOW-FORMAT §6.
+	if !strings.HasPrefix(r.stderr, `{"workflow":"invalid","ok":false,"issues":[{"code":`) {
+		t.Fatalf("report keys out of order: %s", r.stderr)
+	}
 
 	_, wf := e2eWorkflow(t)
 	for _, c := range []struct {

@@ -20,7 +20,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -52,6 +51,8 @@ type Options struct {
 	Stderr  io.Writer
 	// Env looks up environment variables (nil = os.Getenv).
 	Env func(string) string
+	// Usage is the first line of -h ("" = "usage: PROG [flags] [once|serve]").
+	Usage string
 }
 
 // settings are the parsed flags, after environment fallbacks. New flags
@@ -126,6 +127,14 @@ func Main(args []string, o Options) int {
 	var s settings
 	fs := flag.NewFlagSet(o.Prog, flag.ContinueOnError)
 	fs.SetOutput(o.Stderr)
+	fs.Usage = func() {
+		u := o.Usage
+		if u == "" {
+			u = "usage: " + o.Prog + " [flags] [once|serve]"
+		}
+		fmt.Fprintf(o.Stderr, "%s\n\nEvery flag NAME can also be set as KILN_NAME (e.g. KILN_STATE_DIR); the command line wins.\n\nflags:\n", u)
+		fs.PrintDefaults()
+	}
 	defineFlags(fs, &s)
 	exts := runtime.Extensions()
 	for _, ext := range exts {
@@ -197,6 +206,11 @@ func Main(args []string, o Options) int {
 	host := &runtime.Host{
 		Engine: engine, Program: prog, DryRun: s.dryRun, ServeMode: serve,
 		DrainTimeout: time.Duration(s.drainSecs) * time.Second,
+		RunTimeout:   time.Duration(s.timeoutSecs) * time.Second, // serve-mode runs too
+	}
+	if ignored := unsupportedLogging(o.Workflow.Logging); len(ignored) > 0 {
+		audit.Warn("logging.unsupported", "workflow", o.Workflow.Name, "ignored", strings.Join(ignored, ", "),
+			"detail", "kiln writes one audit stream to [logging] target, without rotation or OpenTelemetry export")
 	}
 	if prog.Policy.AllowAll() {
 		audit.Warn("policy.allow_all", "workflow", o.Workflow.Name,
@@ -275,8 +289,34 @@ func auditOptions(s *settings, o Options) runtime.AuditOptions {
 		if lg.Enabled != nil && !*lg.Enabled {
 			a.Disabled = true
 		}
+		if au := lg.Audit; au != nil {
+			a.RedactFields = au.RedactFields
+			if au.IncludeReason != nil && !*au.IncludeReason {
+				a.DropFields = []string{"reason"}
+			}
+		}
 	}
 	return a
+}
+
+// unsupportedLogging lists the [logging] settings kiln accepts (reference
+// workflows declare them) but does not act on, so the operator is told
+// instead of trusting them.
+func unsupportedLogging(lg *workflow.Logging) []string {
+	if lg == nil {
+		return nil
+	}
+	var out []string
+	if lg.Rotation != "" {
+		out = append(out, "[logging] rotation")
+	}
+	if lg.Audit != nil && lg.Audit.Target != "" {
+		out = append(out, "[logging.audit] target")
+	}
+	if lg.OTel != nil {
+		out = append(out, "[logging.otel]")
+	}
+	return out
 }
 
 // serveMode decides between one run and serving: --mode wins; otherwise a
@@ -465,6 +505,6 @@ func serveLoop(ctx context.Context, stop context.CancelFunc, h *runtime.Host, ex
 			running = 0
 		}
 	}
-	audit.Log(context.Background(), slog.LevelInfo, "serve.stopped", "exit_code", strconv.Itoa(code))
+	audit.Log(context.Background(), slog.LevelInfo, "serve.stopped", "exit_code", code)
 	return code
 }

@@ -346,7 +346,7 @@ func TestServeModeDrainsOnSIGTERM(t *testing.T) {
 	done := make(chan result, 1)
 	go func() {
 		var out, errb bytes.Buffer
-		code := Main([]string{"--drain-timeout-secs", "3"}, Options{Prog: "agent", Workflow: wf, Stdout: &out, Stderr: &errb,
+		code := Main([]string{"--drain-timeout-secs", "3", "--log-format", "json"}, Options{Prog: "agent", Workflow: wf, Stdout: &out, Stderr: &errb,
 			Env: func(string) string { return "" }})
 		done <- result{code, out.String(), errb.String()}
 	}()
@@ -369,6 +369,9 @@ func TestServeModeDrainsOnSIGTERM(t *testing.T) {
 			if !strings.Contains(r.stderr, ev) {
 				t.Errorf("audit lacks %s:\n%s", ev, r.stderr)
 			}
+		}
+		if !strings.Contains(r.stderr, `"msg":"serve.stopped","exit_code":0}`) {
+			t.Errorf("serve.stopped must carry exit_code as a number:\n%s", r.stderr)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("serve did not stop on SIGTERM")

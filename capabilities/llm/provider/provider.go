@@ -8,7 +8,6 @@ package provider
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -90,7 +89,7 @@ func (c *client) key() (string, error) {
 		if c.b.Provider == "openai-compatible" {
 			return "", nil // local servers commonly need no key
 		}
-		return "", fmt.Errorf("backend %q (%s): api_key_env is not set", c.b.Name, c.b.Provider)
+		return "", runtime.Errorf(runtime.ClassConfig, "backend %q (%s): api_key_env is not set", c.b.Name, c.b.Provider)
 	}
 	var serr error
 	if c.secret != nil {
@@ -109,7 +108,8 @@ func (c *client) key() (string, error) {
 	if serr != nil {
 		msg += fmt.Sprintf(" (secrets: %v)", serr)
 	}
-	return "", errors.New(msg)
+	// A configuration error: retrying (on = "transient") cannot fix it.
+	return "", &runtime.Error{Class: runtime.ClassConfig, Msg: msg}
 }
 
 // maxTokens is the completion cap: the request's when smaller than the
