@@ -6,7 +6,9 @@ package needs
 
 import (
 	"bytes"
+	"crypto/sha256"
 	_ "embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -23,6 +25,8 @@ type Catalog struct {
 	DependencyNeeds []Entry `toml:"dependency_needs"`
 
 	File string `toml:"-"` // where it was read from ("builtin" for kiln's own)
+	// SHA256 is the hex digest of the file's bytes (a build input).
+	SHA256 string `toml:"-"`
 }
 
 // Entry maps a class name to its needs.
@@ -115,6 +119,8 @@ func Decode(name string, data []byte) (*Catalog, error) {
 		return nil, fmt.Errorf("%s: unknown key %q", name, und[0].String())
 	}
 	c.File = name
+	sum := sha256.Sum256(data)
+	c.SHA256 = hex.EncodeToString(sum[:])
 	if err := c.check(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}

@@ -82,6 +82,10 @@ type ask struct {
 	class    string
 	conflict string // "broader" when the asking catalog/entry allows it
 	need     rneeds.Need
+	// ungoverned marks access kiln itself performs outside the workflow's
+	// [policy] (intelligence and MCP endpoints, secret files, OAuth2 token
+	// hosts): the policy is no ceiling for it.
+	ungoverned bool
 }
 
 // Compute returns the effective needs: every class's needs merged and
@@ -107,21 +111,21 @@ func Compute(in Input) (*rneeds.Effective, error) {
 					conflict = e.Conflict
 				}
 				for _, n := range expand(e.Needs) {
-					asks = append(asks, ask{class: e.ClassName, conflict: conflict, need: n})
+					asks = append(asks, ask{class: e.ClassName, conflict: conflict, need: n, ungoverned: ungovernedClass(e.ClassName)})
 				}
 			}
 		}
 	}
 	asks = rewriteProviderNeeds(wf, asks)
-	for _, n := range derived(wf, in.Families) {
-		asks = append(asks, ask{class: n.Sources[0], need: n})
+	for _, d := range derived(wf, in.Families) {
+		asks = append(asks, ask{class: d.need.Sources[0], need: d.need, ungoverned: d.ungoverned})
 	}
 	merged, err := merge(asks)
 	if err != nil {
 		return nil, err
 	}
 	eff := &rneeds.Effective{Workflow: wf.Name, Needs: merged}
-	ceiling(wf.Policy, eff)
+	ceiling(wf.Policy, eff, governed(asks))
 	eff.Sort()
 	return eff, nil
 }
@@ -208,18 +212,47 @@ func rewriteProviderNeeds(wf *workflow.Workflow, asks []ask) []ask {
 	return out
 }
 
+// ungovernedClass: intelligence providers and MCP servers are reached by
+// kiln itself, not through the http client the [policy] governs.
+func ungovernedClass(class string) bool {
+	return strings.HasPrefix(class, "intelligence:") || strings.HasPrefix(class, "mcp:")
+}
+
+// governed lists, by kind and target (host or path, any mode), the needs
+// at least one class asked for through a policy-governed capability.
+func governed(asks []ask) map[string]bool {
+	out := map[string]bool{}
+	for _, a := range asks {
+		if !a.ungoverned {
+			out[a.need.Kind+"\x00"+a.need.Host+a.need.Path] = true
+		}
+	}
+	return out
+}
+
+type derivedNeed struct {
+	need       rneeds.Need
+	ungoverned bool
+}
+
 // derived are the needs the workflow itself states: auth binding secrets,
 // [[secrets]] sources, MCP server env secrets, and the hosts and paths its
 // policy lets the http client and fs families reach.
-func derived(wf *workflow.Workflow, families []string) []rneeds.Need {
+func derived(wf *workflow.Workflow, families []string) []derivedNeed {
 	has := map[string]bool{}
 	for _, f := range families {
 		has[f] = true
 	}
-	var out []rneeds.Need
+	var out []derivedNeed
 	add := func(class string, n rneeds.Need) {
 		n.Sources = []string{class}
-		out = append(out, n)
+		out = append(out, derivedNeed{need: n, ungoverned: ungovernedClass(class)})
+	}
+	// addOwn is access the secrets registry performs itself (a secret
+	// file, an OAuth2 token endpoint): the [policy] does not govern it.
+	addOwn := func(class string, n rneeds.Need) {
+		n.Sources = []string{class}
+		out = append(out, derivedNeed{need: n, ungoverned: true})
 	}
 	walk(wf, func(w *workflow.Workflow) {
 		class := "workflow:" + w.Name
@@ -245,7 +278,7 @@ func derived(wf *workflow.Workflow, families []string) []rneeds.Need {
 			case "env":
 				add(class, secretNeed(s.Var, "secret "+s.Name, false))
 			case "file":
-				add(class, fsNeed(s.Path, "ro", "secret file for "+s.Name, false))
+				addOwn(class, fsNeed(s.Path, "ro", "secret file for "+s.Name, false))
 			case "oauth2":
 				if s.ClientIDEnv != "" {
 					add(class, secretNeed(s.ClientIDEnv, "OAuth2 client id for "+s.Name, false))
@@ -254,7 +287,7 @@ func derived(wf *workflow.Workflow, families []string) []rneeds.Need {
 					add(class, secretNeed(s.ClientSecretEnv, "OAuth2 client secret for "+s.Name, false))
 				}
 				if u, err := url.Parse(s.TokenURL); err == nil && u.Hostname() != "" {
-					add(class, networkNeed(u.Hostname(), false))
+					addOwn(class, networkNeed(u.Hostname(), false))
 				}
 			}
 		}
@@ -381,15 +414,25 @@ func merge(asks []ask) ([]rneeds.Need, error) {
 }
 
 // ceiling marks needs the workflow's own [policy] does not allow: the
-// policy is the ceiling, so they can never be met as written.
-func ceiling(p *workflow.Policy, eff *rneeds.Effective) {
+// policy is the ceiling, so they can never be met as written. Needs only
+// asked for access the policy does not govern (see ask.ungoverned) are
+// left alone.
+func ceiling(p *workflow.Policy, eff *rneeds.Effective, governed map[string]bool) {
 	if p == nil {
 		return
 	}
 	for i := range eff.Needs {
 		n := &eff.Needs[i]
+		if !governed[n.Kind+"\x00"+n.Host+n.Path] {
+			continue
+		}
 		switch n.Kind {
 		case rneeds.KindNetwork:
+			// Intelligence providers are reached by the llm family, which
+			// [policy.http] does not govern; only other hosts are capped.
+			if onlyIntelligence(n.Sources) {
+				continue
+			}
 			if !hostAllowed(p, n.Host) {
 				n.BeyondPolicy = "host " + n.Host + " is not in policy.http.urls"
 			}
@@ -453,4 +496,13 @@ func uniq(s []string) []string {
 		}
 	}
 	return out
+}
+
+func onlyIntelligence(sources []string) bool {
+	for _, s := range sources {
+		if !strings.HasPrefix(s, "intelligence:") {
+			return false
+		}
+	}
+	return len(sources) > 0
 }
