@@ -66,7 +66,7 @@ func (c *Config) defaults() {
 }
 
 // builtins are answered before routing.
-var builtins = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true}
+var builtins = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true, wellKnownPath: true, agentsPath: true}
 
 type route struct {
 	spec     workflow.HTTPRoute
@@ -430,6 +430,8 @@ func (s *Server) builtin(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ready"})
+	case wellKnownPath, agentsPath:
+		s.serveDiscovery(w, r)
 	case "/metrics":
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		w.WriteHeader(http.StatusOK)

@@ -1,0 +1,91 @@
+package http
+
+import (
+	"net/http"
+	"runtime/debug"
+
+	"github.com/kilnworks/kiln/capabilities/catalog"
+	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/runtime/discovery"
+)
+
+// Discovery endpoints (seeds 001/003): what this binary can do and which
+// limits it enforces, and its agent inventory with degraded[] listing the
+// workflow's requires_capabilities keys no compiled family provides.
+const (
+	wellKnownPath = "/.well-known/kiln"
+	agentsPath    = "/v1/agents"
+)
+
+// compiledFamilies is the set of catalog families linked into this binary:
+// the families of the registered node kinds and of the registered
+// extensions (trigger and serve families register no node kind).
+func compiledFamilies() []string {
+	set := map[string]bool{}
+	for _, k := range runtime.RegisteredNodeKinds() {
+		if id, ok := catalog.FamilyOfKind(k); ok {
+			set[id] = true
+		}
+	}
+	for _, e := range runtime.Extensions() {
+		if _, ok := catalog.Lookup(e.Name); ok {
+			set[e.Name] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for id := range set {
+		out = append(out, id)
+	}
+	return out
+}
+
+// kilnVersion is the version of the kiln module linked into the binary.
+func kilnVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	if bi.Main.Path == "github.com/kilnworks/kiln" {
+		return bi.Main.Version
+	}
+	for _, d := range bi.Deps {
+		if d.Path == "github.com/kilnworks/kiln" {
+			return d.Version
+		}
+	}
+	return "(devel)"
+}
+
+func (s *Server) discoveryInfo() discovery.Info {
+	wf := s.host.Program.Workflow
+	return discovery.Info{
+		Workflow:       wf,
+		Version:        kilnVersion(),
+		Families:       catalog.FamilyKeys(compiledFamilies()),
+		NodeKinds:      runtime.RegisteredNodeKinds(),
+		MaxSteps:       runtime.MaxSteps,
+		MaxRequestBody: MaxBodyBytes,
+	}
+}
+
+func (s *Server) serveDiscovery(w http.ResponseWriter, r *http.Request) {
+	info := s.discoveryInfo()
+	doc := discovery.Build(info)
+	if s.host.RunTimeout > 0 {
+		// --timeout-secs bounds every run this host starts.
+		ms := s.host.RunTimeout.Milliseconds()
+		if doc.Limits.MaxRunDurationMS == nil || ms < *doc.Limits.MaxRunDurationMS {
+			doc.Limits.MaxRunDurationMS = &ms
+		}
+	}
+	var v any = doc
+	if r.URL.Path == agentsPath {
+		v = discovery.Agents(info)
+	}
+	body, err := runtime.EncodeJSON(v)
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, map[string]any{"error": "internal error"})
+		return
+	}
+	write(w, http.StatusOK, "application/json", body)
+}
