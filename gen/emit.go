@@ -66,7 +66,7 @@ func Emit(plan *Plan, opts EmitOptions) (*Output, error) {
 		return nil, fmt.Errorf("package name %q is not a Go identifier", pkg)
 	}
 	e := &emitter{plan: plan, pkg: pkg, out: &Output{Files: map[string][]byte{}}}
-	steps := []func() error{e.embedFiles, e.mainFile, e.workflowFile, e.capabilitiesFile, e.manifestFiles}
+	steps := []func() error{e.embedFiles, e.mainFile, e.workflowFile, e.capabilitiesFile, e.manifestFiles, e.needsFile}
 	for _, step := range steps {
 		if err := step(); err != nil {
 			return nil, err

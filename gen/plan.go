@@ -10,7 +10,9 @@ import (
 	"strings"
 
 	"github.com/kilnworks/kiln/capabilities/catalog"
+	"github.com/kilnworks/kiln/gen/needs"
 	"github.com/kilnworks/kiln/runtime/manifest"
+	rneeds "github.com/kilnworks/kiln/runtime/needs"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
@@ -24,6 +26,14 @@ type Plan struct {
 	Tags     []string // kiln_custom, kiln_<id>...
 	Inputs   []manifest.Input
 	Manifest *manifest.Manifest
+	// Needs are the effective needs (plan_needs.go); NeedsJSON their
+	// canonical JSON, embedded in the binary.
+	Needs     *rneeds.Effective
+	NeedsJSON []byte
+	// Degraded lists the capability keys the binary will not provide and
+	// Unprovided the node kinds left without a handler (profile.go).
+	Degraded   []string
+	Unprovided []string
 }
 
 // PlanOptions tunes NewPlan.
@@ -33,6 +43,12 @@ type PlanOptions struct {
 	// GoVersion is the toolchain that will build the program ("" = not
 	// known yet: `kiln gen` leaves it to the binary).
 	GoVersion string
+	// Catalogs are --needs catalogs, after kiln's built-in one.
+	Catalogs []*needs.Catalog
+	// Profile limits the families the binary may link (nil = all);
+	// Degrade builds without forbidden ones instead of refusing.
+	Profile *Profile
+	Degrade bool
 }
 
 // NewPlan resolves the capability families of wf (validated, children
@@ -45,7 +61,11 @@ func NewPlan(wf *workflow.Workflow, opts PlanOptions) (*Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workflow %q: %w", wf.Name, err)
 	}
-	tags, err := catalog.Tags(u.Families)
+	proj, err := project(wf, u, opts.Profile, opts.Degrade) // profile.go
+	if err != nil {
+		return nil, err
+	}
+	tags, err := catalog.Tags(proj.Families)
 	if err != nil {
 		return nil, err
 	}
@@ -66,17 +86,22 @@ func NewPlan(wf *workflow.Workflow, opts PlanOptions) (*Plan, error) {
 		NodeKinds:      u.NodeKinds,
 		Triggers:       u.Triggers,
 		AuthKinds:      u.AuthKinds,
-		CapabilityKeys: catalog.KeysOf(u.Families),
+		CapabilityKeys: catalog.KeysOf(proj.Families),
 		Inputs:         inputs,
 	}
 	if m.TablesSHA256, err = manifest.TablesDigest(wf); err != nil {
 		return nil, err
 	}
-	for _, id := range u.Families {
+	for _, id := range proj.Families {
 		f, _ := catalog.Lookup(id)
 		m.Families = append(m.Families, manifest.Family{ID: f.ID, Package: f.Package, Tag: f.Tag, Keys: f.Keys})
 	}
-	return &Plan{Workflow: wf, Usage: u, Families: u.Families, Tags: tags, Inputs: inputs, Manifest: m}, nil
+	p := &Plan{Workflow: wf, Usage: u, Families: proj.Families, Tags: tags, Inputs: inputs, Manifest: m,
+		Degraded: proj.Degraded, Unprovided: proj.Unprovided}
+	if err := planNeeds(p, opts.Catalogs); err != nil { // plan_needs.go
+		return nil, err
+	}
+	return p, nil
 }
 
 // planInputs lists the workflow's source files and declared assets with

@@ -191,6 +191,16 @@ func project(wf *workflow.Workflow, u *catalog.Usage, p *Profile, degrade bool) 
 			unprovided[kind] = true
 		}
 	}
+	// An agent loop whose tool lost its family cannot run as declared.
+	for _, w := range walkTree(wf) {
+		for _, n := range w.Nodes {
+			for _, tool := range n.Tools {
+				if id, _ := catalog.FamilyOfKind(tool); !slices.Contains(linked, id) {
+					unprovided[n.Type] = true
+				}
+			}
+		}
+	}
 	return &projection{Families: linked, Degraded: setSorted(degraded), Unprovided: setSorted(unprovided)}, nil
 }
 

@@ -58,7 +58,7 @@ func kilnVersion() string {
 
 func (s *Server) discoveryInfo() discovery.Info {
 	wf := s.host.Program.Workflow
-	return discovery.Info{
+	info := discovery.Info{
 		Workflow:       wf,
 		Version:        kilnVersion(),
 		Families:       catalog.FamilyKeys(compiledFamilies()),
@@ -66,17 +66,31 @@ func (s *Server) discoveryInfo() discovery.Info {
 		MaxSteps:       runtime.MaxSteps,
 		MaxRequestBody: MaxBodyBytes,
 	}
+	// The run CLI attaches what the build itself says (a sealed binary's
+	// manifest: linked families, degraded keys); it wins over guessing
+	// from registrations, which miss families that register neither a
+	// node kind nor an extension (oidc).
+	if self, ok := discovery.Attached(s.host); ok {
+		if len(self.Families) > 0 {
+			info.Families = self.Families
+		}
+		if self.Version != "" {
+			info.Version = self.Version
+		}
+		info.BuildDegraded = self.Degraded
+	}
+	return info
 }
 
 func (s *Server) serveDiscovery(w http.ResponseWriter, r *http.Request) {
 	info := s.discoveryInfo()
 	doc := discovery.Build(info)
-	if s.host.RunTimeout > 0 {
-		// --timeout-secs bounds every run this host starts.
-		ms := s.host.RunTimeout.Milliseconds()
-		if doc.Limits.MaxRunDurationMS == nil || ms < *doc.Limits.MaxRunDurationMS {
-			doc.Limits.MaxRunDurationMS = &ms
-		}
+	// The deadline each request's run actually gets: --timeout-secs when
+	// given (it replaces [budget].max_run_time_secs), else the budget.
+	doc.Limits.MaxRunDurationMS = nil
+	if t := s.runTimeout(); t > 0 {
+		ms := t.Milliseconds()
+		doc.Limits.MaxRunDurationMS = &ms
 	}
 	var v any = doc
 	if r.URL.Path == agentsPath {

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 
 	"github.com/kilnworks/kiln/gen"
+	gneeds "github.com/kilnworks/kiln/gen/needs"
 )
 
 func init() {
@@ -29,6 +30,7 @@ func runBuild(args []string, stdout, stderr io.Writer) int {
 	verbose := fl.Bool("v", false, "progress lines even when stderr is not a terminal")
 	signing := addSigningFlags(fl)
 	signKey := addSignKeyFlag(fl)
+	planFl := addPlanFlags(fl) // --needs, --profile, --degrade: cmd_needs.go
 	fl.Usage = func() {
 		fmt.Fprintln(stderr, "usage: kiln build WORKFLOW.toml -o BIN [--kiln-source DIR]")
 		fmt.Fprintln(stderr, "Generates the sealed program into a temporary module and runs go build -trimpath with CGO_ENABLED=0")
@@ -52,6 +54,9 @@ func runBuild(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kiln build: %v\n", err)
 		return exitUsage
 	}
+	if opts.Plan, code, ok = planFl.options("kiln build", stderr); !ok {
+		return code
+	}
 	if *verbose || (!*quiet && isTerminal(stderr)) {
 		opts.Progress = stderr
 	}
@@ -63,7 +68,11 @@ func runBuild(args []string, stdout, stderr io.Writer) int {
 		var ve *gen.ValidationError
 		var be *gen.BuildError
 		var se *gen.SignatureError
+		var capErr *gen.CapabilityError
+		var conflict *gneeds.ConflictError
 		switch {
+		case errors.As(err, &capErr), errors.As(err, &conflict):
+			return planFailure("kiln build", err, stderr) // cmd_needs.go
 		case errors.As(err, &pe), errors.As(err, &ve), errors.As(err, &se):
 			return loadFailure("kiln build", err, stderr)
 		case errors.As(err, &be):

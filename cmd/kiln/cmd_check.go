@@ -8,6 +8,7 @@ import (
 	"io"
 
 	"github.com/kilnworks/kiln/gen"
+	gneeds "github.com/kilnworks/kiln/gen/needs"
 )
 
 func init() {
@@ -33,25 +34,28 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	format := fs.String("format", "json", "output format: json (one report per line) or text")
 	signing := addSigningFlags(fs) // cmd_sign.go
+	needsFlag := addNeedsFlag(fs)  // cmd_needs.go
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: kiln check [--format json|text] WORKFLOW.toml...")
+		fmt.Fprintln(stderr, "usage: kiln check [--format json|text] [--needs FILE]... WORKFLOW.toml...")
 		fmt.Fprintln(stderr)
 		fmt.Fprintln(stderr, "Exit status: 0 all valid, 5 a workflow is invalid, 2 a file cannot be read or parsed.")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	paths, code, ok := parseSupplyFlags(fs, args) // flags before or after the files: cmd_sign.go
+	if !ok {
+		return code
 	}
 	if *format != "json" && *format != "text" {
 		fmt.Fprintf(stderr, "kiln check: --format must be json or text, not %q\n", *format)
 		return exitUsage
 	}
-	if fs.NArg() == 0 {
+	if len(paths) == 0 {
 		fs.Usage()
 		return exitUsage
+	}
+	cats, code, ok := loadCatalogs("kiln check", needsFlag, stderr)
+	if !ok {
+		return code
 	}
 	var lo gen.LoadOptions
 	if err := signing.apply(&lo); err != nil {
@@ -59,8 +63,8 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	worst := exitOK
-	for _, path := range fs.Args() {
-		code := checkOne(path, *format, lo, stdout, stderr)
+	for _, path := range paths {
+		code := checkOne(path, *format, lo, cats, stdout, stderr)
 		if severity(code) > severity(worst) {
 			worst = code
 		}
@@ -78,7 +82,7 @@ func severity(code int) int {
 	return 2
 }
 
-func checkOne(path, format string, lo gen.LoadOptions, stdout, stderr io.Writer) int {
+func checkOne(path, format string, lo gen.LoadOptions, cats []*gneeds.Catalog, stdout, stderr io.Writer) int {
 	wf, err := gen.Load(path, lo)
 	var (
 		rep checkReport
@@ -88,6 +92,15 @@ func checkOne(path, format string, lo gen.LoadOptions, stdout, stderr io.Writer)
 	switch {
 	case err == nil:
 		rep = checkReport{Workflow: wf.Name, OK: true}
+		// Conflicting needs (or an unusable capability) fail closed here too.
+		if _, perr := gen.NewPlan(wf, gen.PlanOptions{Catalogs: cats}); perr != nil {
+			code := "plan_failed"
+			var ce *gneeds.ConflictError
+			if errors.As(perr, &ce) {
+				code = "needs_conflict"
+			}
+			rep = checkReport{Workflow: wf.Name, Issues: []gen.Issue{{Code: code, Message: perr.Error()}}}
+		}
 	case errors.As(err, &ve):
 		rep = checkReport{Workflow: ve.Workflow, Issues: ve.Issues}
 		if rep.Workflow == "" {

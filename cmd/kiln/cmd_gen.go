@@ -28,9 +28,10 @@ func runGen(args []string, stdout, stderr io.Writer) int {
 	kilnSrc := fl.String("kiln-source", "", "kiln source tree `dir` for --module's replace line (default: $KILN_SOURCE, the enclosing kiln module, or the module cache)")
 	verbose := fl.Bool("v", false, "print why each capability family is linked")
 	signing := addSigningFlags(fl)
+	planFl := addPlanFlags(fl) // --needs, --profile, --degrade: cmd_needs.go
 	fl.Usage = func() {
 		fmt.Fprintln(stderr, "usage: kiln gen WORKFLOW.toml -o DIR [--package main] [--module PATH]")
-		fmt.Fprintln(stderr, "Writes main.go, workflow_gen.go, capabilities_gen.go, manifest_gen.go, manifest.json and embed/ into DIR.")
+		fmt.Fprintln(stderr, "Writes main.go, workflow_gen.go, capabilities_gen.go, manifest_gen.go, needs_gen.go, manifest.json and embed/ into DIR.")
 		fl.PrintDefaults()
 	}
 	rest, code, ok := parseSupplyFlags(fl, args)
@@ -50,10 +51,13 @@ func runGen(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return loadFailure("kiln gen", err, stderr)
 	}
-	plan, err := gen.NewPlan(wf, gen.PlanOptions{})
+	po, code, ok := planFl.options("kiln gen", stderr)
+	if !ok {
+		return code
+	}
+	plan, err := gen.NewPlan(wf, po)
 	if err != nil {
-		fmt.Fprintf(stderr, "kiln gen: %v\n", err)
-		return exitFailed
+		return planFailure("kiln gen", err, stderr)
 	}
 	output, err := gen.Emit(plan, gen.EmitOptions{Package: *pkg})
 	if err != nil {

@@ -65,6 +65,9 @@ func writeInspectText(w io.Writer, in *gen.Inspection) {
 	fmt.Fprintf(w, "families   %s (manifest), %s (build tags), %s (linked)\n",
 		strings.Join(m.FamilyIDs(), ","), strings.Join(in.TagFamilies, ","), strings.Join(in.LinkedFamilies, ","))
 	fmt.Fprintf(w, "node kinds %s\n", strings.Join(m.NodeKinds, ","))
+	if len(m.Degraded) > 0 { // a --degrade build: what it deliberately lacks
+		fmt.Fprintf(w, "degraded   %s\n", strings.Join(m.Degraded, ","))
+	}
 	fmt.Fprintln(w, "modules")
 	fmt.Fprintf(w, "  %s %s (main)\n", in.BuildInfo.Main.Path, in.BuildInfo.Main.Version)
 	for _, d := range in.BuildInfo.Deps {

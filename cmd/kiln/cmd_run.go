@@ -28,14 +28,23 @@ Loads and validates the workflow, then runs it once with a manual trigger
 it when it declares http routes or long-lived triggers (--mode once|serve).
 Every flag NAME also reads the environment variable KILN_NAME.
 
+Before anything runs, the workflow's effective needs (kiln's built-in
+catalog plus --needs FILE catalogs) are checked; 'kiln run WORKFLOW.toml
+needs' prints that preflight report.
+
 Exit status: 0 completed, 2 usage or configuration error, 5 failed, timed
-out, errored or invalid workflow, 7 paused. Run 'kiln run WORKFLOW.toml -h'
-for every flag.`
+out, errored or invalid workflow, 6 a mandatory need is unmet, 7 paused.
+Run 'kiln run WORKFLOW.toml -h' for every flag.`
 
 // runRun loads the workflow, then hands over to the run CLI that sealed
 // binaries share.
 func runRun(args []string, stdout, stderr io.Writer) int {
 	args, signing, err := splitSigningArgs(args) // --signing-*: cmd_sign.go
+	if err != nil {
+		fmt.Fprintf(stderr, "kiln run: %v\n\n%s\n", err, runUsage)
+		return exitUsage
+	}
+	args, needsCatalogs, err := splitNeedsArgs(args) // --needs FILE: cmd_needs.go
 	if err != nil {
 		fmt.Fprintf(stderr, "kiln run: %v\n\n%s\n", err, runUsage)
 		return exitUsage
@@ -58,7 +67,11 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return loadFailed(err, stderr)
 	}
-	return cli.Main(rest, cli.Options{Prog: "kiln", Workflow: wf, Stdout: stdout, Stderr: stderr,
+	build, code, ok := runBuildInfo(wf, needsCatalogs, stderr) // effective needs for preflight
+	if !ok {
+		return code
+	}
+	return cli.Main(rest, cli.Options{Prog: "kiln", Workflow: wf, Stdout: stdout, Stderr: stderr, Build: build,
 		Usage: "usage: kiln run " + path + " [flags] [once|serve]"})
 }
 

@@ -53,6 +53,9 @@ type Options struct {
 	Env func(string) string
 	// Usage is the first line of -h ("" = "usage: PROG [flags] [once|serve]").
 	Usage string
+	// Build is the program's effective needs and linked families
+	// (preflight.go); nil skips the preflight.
+	Build *Build
 }
 
 // settings are the parsed flags, after environment fallbacks. New flags
@@ -73,7 +76,8 @@ type settings struct {
 	drainSecs   int
 	config      string
 	version     bool
-	durable     durableFlags // --resume, --checkpoint-each-node, ... (durable.go)
+	durable     durableFlags   // --resume, --checkpoint-each-node, ... (durable.go)
+	preflight   preflightFlags // --approvals, --preflight, `needs` (preflight.go)
 }
 
 func defineFlags(fs *flag.FlagSet, s *settings) {
@@ -92,6 +96,7 @@ func defineFlags(fs *flag.FlagSet, s *settings) {
 	fs.StringVar(&s.config, "config", "", "workflow `file` (not accepted by sealed binaries)")
 	fs.BoolVar(&s.version, "version", false, "print the version and exit")
 	defineDurableFlags(fs, &s.durable)
+	definePreflightFlags(fs, &s.preflight)
 }
 
 // noEnv lists flags without an environment fallback.
@@ -150,6 +155,8 @@ func Main(args []string, o Options) int {
 	}
 	switch rest := fs.Args(); {
 	case len(rest) == 0:
+	case len(rest) == 1 && rest[0] == "needs":
+		s.preflight.report = true
 	case len(rest) == 1 && (rest[0] == "serve" || rest[0] == "once"):
 		if s.mode == "" {
 			s.mode = rest[0]
@@ -177,6 +184,9 @@ func Main(args []string, o Options) int {
 	if s.timeoutSecs < 0 || s.drainSecs < 0 {
 		return fail(ExitUsage, "--timeout-secs and --drain-timeout-secs must not be negative")
 	}
+	if err := s.preflight.check(); err != nil {
+		return fail(ExitUsage, "%v", err)
+	}
 	if err := s.durable.check(&s); err != nil {
 		return fail(ExitUsage, "%v", err)
 	}
@@ -191,7 +201,10 @@ func Main(args []string, o Options) int {
 	}
 	defer closeLog.Close()
 
-	prog, err := runtime.Compile(o.Workflow, runtime.CompileOptions{})
+	if code, done := preflight(&s.preflight, o, audit); done {
+		return code
+	}
+	prog, err := runtime.Compile(o.Workflow, runtime.CompileOptions{Unprovided: o.Build.unprovided()})
 	if err != nil {
 		return fail(ExitUsage, "%v", err)
 	}
@@ -208,6 +221,7 @@ func Main(args []string, o Options) int {
 		DrainTimeout: time.Duration(s.drainSecs) * time.Second,
 		RunTimeout:   time.Duration(s.timeoutSecs) * time.Second, // serve-mode runs too
 	}
+	attachBuild(host, o) // preflight.go: for the discovery documents
 	if ignored := unsupportedLogging(o.Workflow.Logging); len(ignored) > 0 {
 		audit.Warn("logging.unsupported", "workflow", o.Workflow.Name, "ignored", strings.Join(ignored, ", "),
 			"detail", "kiln writes one audit stream to [logging] target, without rotation or OpenTelemetry export")

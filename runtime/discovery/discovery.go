@@ -21,6 +21,10 @@ type Info struct {
 	NodeKinds      []string            // node kinds with a registered handler
 	MaxSteps       int                 // engine step cap
 	MaxRequestBody int64               // HTTP body cap in bytes
+	// BuildDegraded are capability keys the build deliberately left out
+	// (the manifest's degraded[]); they are listed even when the workflow
+	// does not name them in requires_capabilities.
+	BuildDegraded []string
 }
 
 // Limits are the limits actually enforced.
@@ -95,14 +99,19 @@ func (in Info) Degraded() []string {
 	for _, k := range in.Keys() {
 		have[k] = true
 	}
-	var out []string
+	set := map[string]bool{}
 	for _, k := range in.Workflow.RequiresCapabilities {
 		if !have[k] {
-			out = append(out, k)
+			set[k] = true
 		}
 	}
-	sort.Strings(out)
-	return out
+	for _, k := range in.BuildDegraded {
+		set[k] = true
+	}
+	if len(set) == 0 {
+		return nil
+	}
+	return sortedSet(set)
 }
 
 // Build returns the discovery document.

@@ -77,6 +77,11 @@ func Run(args []string, wf *workflow.Workflow, manifestBlob []byte, o Options) i
 			return cli.ExitOK
 		}
 	}
+	b, err := build(m) // needs.go
+	if err != nil {
+		fmt.Fprintf(o.Stderr, "%s: %v\n", o.Prog, err)
+		return cli.ExitUsage
+	}
 	return cli.Main(args, cli.Options{
 		Prog:     o.Prog,
 		Workflow: wf,
@@ -84,6 +89,7 @@ func Run(args []string, wf *workflow.Workflow, manifestBlob []byte, o Options) i
 		Version:  m.KilnVersion,
 		Stdout:   o.Stdout,
 		Stderr:   o.Stderr,
+		Build:    b,
 	})
 }
 

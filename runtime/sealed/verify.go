@@ -54,6 +54,10 @@ func verify(w io.Writer, wf *workflow.Workflow, m *manifest.Manifest) error {
 		fail("static tables hash to %s, but the manifest says tables_sha256 %s", got, m.TablesSHA256)
 	}
 
+	if err := checkNeeds(m); err != nil { // needs.go
+		fail("%v", err)
+	}
+
 	for _, in := range m.Inputs {
 		switch in.Kind {
 		case "workflow", "child":
@@ -76,6 +80,9 @@ func verify(w io.Writer, wf *workflow.Workflow, m *manifest.Manifest) error {
 	fmt.Fprintf(w, "ok   workflow %s: %d embedded workflow source(s) match their digests\n", m.Workflow.Name, len(digests))
 	fmt.Fprintf(w, "ok   static tables match tables_sha256 %s\n", m.TablesSHA256)
 	fmt.Fprintf(w, "ok   all %d manifest inputs are embedded\n", len(m.Inputs))
+	if m.EffectiveNeedsSHA256 != "" {
+		fmt.Fprintf(w, "ok   embedded effective needs match effective_needs_sha256 %s\n", m.EffectiveNeedsSHA256)
+	}
 	return nil
 }
 

@@ -6,7 +6,7 @@
 package main
 
 // ManifestBlob is the manifest (manifest.json), wrapped in the markers kiln inspect looks for.
-const ManifestBlob = "\x00KILN-MANIFEST\x0000001150\x00{\n" +
+const ManifestBlob = "\x00KILN-MANIFEST\x0000001246\x00{\n" +
 	"  \"schema\": \"kiln.manifest/v1\",\n" +
 	"  \"workflow\": {\n" +
 	"    \"name\": \"gogenerate\",\n" +
@@ -57,6 +57,7 @@ const ManifestBlob = "\x00KILN-MANIFEST\x0000001150\x00{\n" +
 	"      \"sha256\": \"3ef77232c46fb9cb1b85210dfcabd11a915d24beeedcf3c08569d93197a6a5db\"\n" +
 	"    }\n" +
 	"  ],\n" +
+	"  \"effective_needs_sha256\": \"ee2957a36377661a4aea2f13ef01713da0aaea6b77a8503271e79cf954def49e\",\n" +
 	"  \"tables_sha256\": \"2e1769099365a70768753238e9a785c8f712383bd6f2e90b5db6c85a0dddf4d6\"\n" +
 	"}\n" +
 	"\x00KILN-MANIFEST-END\x00"

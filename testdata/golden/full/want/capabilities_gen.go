@@ -18,6 +18,7 @@ import (
 	_ "github.com/kilnworks/kiln/capabilities/http"
 	_ "github.com/kilnworks/kiln/capabilities/httpclient"
 	_ "github.com/kilnworks/kiln/capabilities/llm"
+	_ "github.com/kilnworks/kiln/capabilities/mcp"
 	_ "github.com/kilnworks/kiln/capabilities/oidc"
 	_ "github.com/kilnworks/kiln/capabilities/secrets"
 )

@@ -11,7 +11,7 @@
 package main
 
 // ManifestBlob is the manifest (manifest.json), wrapped in the markers kiln inspect looks for.
-const ManifestBlob = "\x00KILN-MANIFEST\x0000003606\x00{\n" +
+const ManifestBlob = "\x00KILN-MANIFEST\x0000003987\x00{\n" +
 	"  \"schema\": \"kiln.manifest/v1\",\n" +
 	"  \"workflow\": {\n" +
 	"    \"name\": \"full\",\n" +
@@ -23,6 +23,7 @@ const ManifestBlob = "\x00KILN-MANIFEST\x0000003606\x00{\n" +
 	"    \"kiln_control\",\n" +
 	"    \"kiln_fs\",\n" +
 	"    \"kiln_llm\",\n" +
+	"    \"kiln_mcp\",\n" +
 	"    \"kiln_http\",\n" +
 	"    \"kiln_oidc\",\n" +
 	"    \"kiln_httpclient\",\n" +
@@ -55,6 +56,16 @@ const ManifestBlob = "\x00KILN-MANIFEST\x0000003606\x00{\n" +
 	"      \"keys\": [\n" +
 	"        \"llm.agent\",\n" +
 	"        \"llm.infer\"\n" +
+	"      ]\n" +
+	"    },\n" +
+	"    {\n" +
+	"      \"id\": \"mcp\",\n" +
+	"      \"package\": \"github.com/kilnworks/kiln/capabilities/mcp\",\n" +
+	"      \"tag\": \"kiln_mcp\",\n" +
+	"      \"keys\": [\n" +
+	"        \"mcp.resources\",\n" +
+	"        \"mcp.tools\",\n" +
+	"        \"trigger.mcp\"\n" +
 	"      ]\n" +
 	"    },\n" +
 	"    {\n" +
@@ -133,12 +144,15 @@ const ManifestBlob = "\x00KILN-MANIFEST\x0000003606\x00{\n" +
 	"    \"flow.control\",\n" +
 	"    \"llm.agent\",\n" +
 	"    \"llm.infer\",\n" +
+	"    \"mcp.resources\",\n" +
+	"    \"mcp.tools\",\n" +
 	"    \"secrets.oauth2\",\n" +
 	"    \"secrets.registry\",\n" +
 	"    \"serve.http\",\n" +
 	"    \"tools.fs\",\n" +
 	"    \"tools.http\",\n" +
-	"    \"trigger.cron\"\n" +
+	"    \"trigger.cron\",\n" +
+	"    \"trigger.mcp\"\n" +
 	"  ],\n" +
 	"  \"inputs\": [\n" +
 	"    {\n" +
@@ -172,6 +186,7 @@ const ManifestBlob = "\x00KILN-MANIFEST\x0000003606\x00{\n" +
 	"      \"sha256\": \"a85d7e9101a0f58cd6b075e3653bf667d84d8a1422f18ad4ec3694dd78aadcce\"\n" +
 	"    }\n" +
 	"  ],\n" +
+	"  \"effective_needs_sha256\": \"a6bce2da17d2219e47910a7b93d940df4295fbbcf50cb8f03fa6dd833095c314\",\n" +
 	"  \"tables_sha256\": \"78f5d8cee295706dceefc621b94f9d63ff6ffbed66d1b409ba617cab6c9e2947\"\n" +
 	"}\n" +
 	"\x00KILN-MANIFEST-END\x00"

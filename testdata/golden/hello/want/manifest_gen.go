@@ -6,7 +6,7 @@
 package main
 
 // ManifestBlob is the manifest (manifest.json), wrapped in the markers kiln inspect looks for.
-const ManifestBlob = "\x00KILN-MANIFEST\x0000001564\x00{\n" +
+const ManifestBlob = "\x00KILN-MANIFEST\x0000001660\x00{\n" +
 	"  \"schema\": \"kiln.manifest/v1\",\n" +
 	"  \"workflow\": {\n" +
 	"    \"name\": \"hello\",\n" +
@@ -79,6 +79,7 @@ const ManifestBlob = "\x00KILN-MANIFEST\x0000001564\x00{\n" +
 	"      \"sha256\": \"92b0dac4bb76f9a939a2b1d1b7477c6675da97a329d5162d2f0bef4f7f2fdc07\"\n" +
 	"    }\n" +
 	"  ],\n" +
+	"  \"effective_needs_sha256\": \"5f2b52017201aae042b77120670728d1430f8f1d60ea66827d89c28a58a18fb8\",\n" +
 	"  \"tables_sha256\": \"4d785d059fe28c681e3e35c54bab71c3f77a9166d46a6ddd574497cdbcffeac0\"\n" +
 	"}\n" +
 	"\x00KILN-MANIFEST-END\x00"
