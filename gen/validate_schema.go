@@ -1,10 +1,8 @@
 package gen
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"regexp"
 	"strconv"
@@ -12,7 +10,8 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
-	"github.com/santhosh-tekuri/jsonschema/v5"
+
+	"github.com/kilnworks/kiln/capabilities/schema"
 )
 
 // errRemoteRef marks a schema that tried to load another document.
@@ -30,27 +29,16 @@ func (c *checker) checkSchema(where, key, path string, data []byte) {
 	}
 }
 
-func compileSchema(path string, data []byte) (err error) {
-	defer func() {
-		// The compiler walks arbitrary documents; never let one crash a load.
-		if r := recover(); r != nil {
-			err = fmt.Errorf("schema does not compile: %v", r)
-		}
-	}()
-	comp := jsonschema.NewCompiler()
-	var refused string
-	comp.LoadURL = func(u string) (io.ReadCloser, error) {
-		refused = u
-		return nil, fmt.Errorf("%w %s refused: schemas may not load other documents", errRemoteRef, u)
-	}
-	const url = "kiln:///schema.json"
-	if err := comp.AddResource(url, bytes.NewReader(data)); err != nil {
-		return fmt.Errorf("not valid JSON: %v", err)
-	}
-	if _, err := comp.Compile(url); err != nil {
-		if refused != "" {
-			return fmt.Errorf("%w %s is not allowed: schemas are compiled offline and may only use $ref within the document", errRemoteRef, refused)
-		}
+func compileSchema(path string, data []byte) error {
+	_, err := schema.Compile(path, data)
+	var re *schema.RefError
+	var je *schema.JSONError
+	switch {
+	case errors.As(err, &re):
+		return fmt.Errorf("%w %s is not allowed: schemas are compiled offline and may only use $ref within the document", errRemoteRef, re.Ref)
+	case errors.As(err, &je):
+		return fmt.Errorf("not valid JSON: %v", je.Err)
+	case err != nil:
 		return fmt.Errorf("does not compile as JSON Schema: %v", err)
 	}
 	return nil

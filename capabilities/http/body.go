@@ -14,6 +14,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
 
+	"github.com/kilnworks/kiln/capabilities/schema"
 	"github.com/kilnworks/kiln/runtime"
 )
 
@@ -130,15 +131,7 @@ func compileSchema(path string, assets map[string][]byte) (*jsonschema.Schema, e
 	if !ok {
 		return nil, fmt.Errorf("input_schema %q was not loaded with the workflow", path)
 	}
-	c := jsonschema.NewCompiler()
-	c.LoadURL = func(ref string) (io.ReadCloser, error) {
-		return nil, fmt.Errorf("remote schema reference %s refused", ref)
-	}
-	id := "kiln-asset:///" + strings.TrimPrefix(path, "/")
-	if err := c.AddResource(id, bytes.NewReader(data)); err != nil {
-		return nil, fmt.Errorf("input_schema %q: %v", path, err)
-	}
-	s, err := c.Compile(id)
+	s, err := schema.Compile(path, data)
 	if err != nil {
 		return nil, fmt.Errorf("input_schema %q: %v", path, err)
 	}
@@ -152,26 +145,14 @@ func schemaErrors(s *jsonschema.Schema, v any) []string {
 	if err == nil {
 		return nil
 	}
-	var ve *jsonschema.ValidationError
-	if !errors.As(err, &ve) {
+	leaves, ok := schema.Violations(err)
+	if !ok {
 		return []string{err.Error()}
 	}
-	var out []string
-	var walk func(e *jsonschema.ValidationError)
-	walk = func(e *jsonschema.ValidationError) {
-		if len(e.Causes) == 0 {
-			loc := e.InstanceLocation
-			if loc == "" {
-				loc = "/"
-			}
-			out = append(out, loc+": "+e.Message)
-			return
-		}
-		for _, c := range e.Causes {
-			walk(c)
-		}
+	out := make([]string, len(leaves))
+	for i, l := range leaves {
+		out[i] = l.Location + ": " + l.Message
 	}
-	walk(ve)
 	sort.Strings(out)
 	return out
 }

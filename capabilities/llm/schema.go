@@ -1,15 +1,13 @@
 package llm
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
-	"net/url"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
 
+	"github.com/kilnworks/kiln/capabilities/schema"
 	"github.com/kilnworks/kiln/runtime"
 )
 
@@ -28,13 +26,7 @@ type outputSchema struct {
 // the loader read (wf.Assets), at load time. A schema that was not loaded
 // is an error, never a silent downgrade to "JSON only"; $refs that leave
 // the file (remote URLs, other files) are refused.
-func compileSchema(name string, assets map[string][]byte) (_ *outputSchema, err error) {
-	defer func() {
-		// The compiler walks arbitrary documents; a bad one must not crash a load.
-		if r := recover(); r != nil {
-			err = fmt.Errorf("output_schema %q does not compile: %v", name, r)
-		}
-	}()
+func compileSchema(name string, assets map[string][]byte) (*outputSchema, error) {
 	if name == inlineSchema {
 		return &outputSchema{name: name}, nil
 	}
@@ -42,29 +34,18 @@ func compileSchema(name string, assets map[string][]byte) (_ *outputSchema, err 
 	if !ok {
 		return nil, fmt.Errorf("output_schema %q was not loaded: the schema file is missing or unreadable", name)
 	}
-	c := jsonschema.NewCompiler()
-	c.LoadURL = func(ref string) (io.ReadCloser, error) {
-		return nil, fmt.Errorf("$ref to %s refused: output schemas must be self-contained (remote and file loading are disabled)", ref)
-	}
-	// A private scheme: relative $refs resolve inside it and hit LoadURL.
-	base := (&url.URL{Scheme: "kiln-schema", Path: "/" + strings.TrimLeft(name, "/")}).String()
-	if err := c.AddResource(base, bytes.NewReader(data)); err != nil {
-		return nil, fmt.Errorf("output_schema %q is not valid JSON: %v", name, err)
-	}
-	s, err := c.Compile(base)
-	if err != nil {
-		return nil, fmt.Errorf("output_schema %q: %v", name, schemaErrText(err))
+	s, err := schema.Compile(name, data)
+	var re *schema.RefError
+	var je *schema.JSONError
+	switch {
+	case errors.As(err, &re):
+		return nil, fmt.Errorf("output_schema %q: $ref to %s refused: output schemas must be self-contained (remote and file loading are disabled)", name, re.Ref)
+	case errors.As(err, &je):
+		return nil, fmt.Errorf("output_schema %q is not valid JSON: %v", name, je.Err)
+	case err != nil:
+		return nil, fmt.Errorf("output_schema %q: %v", name, err)
 	}
 	return &outputSchema{name: name, schema: s, source: string(data)}, nil
-}
-
-// schemaErrText unwraps the compiler's error chain to its useful part.
-func schemaErrText(err error) string {
-	var se *jsonschema.SchemaError
-	if errors.As(err, &se) && se.Err != nil {
-		return schemaErrText(se.Err)
-	}
-	return err.Error()
 }
 
 // answerError is a rejected answer. When the answer was not JSON at all,
@@ -93,26 +74,14 @@ func (s *outputSchema) check(content string) (any, *answerError) {
 
 // violations lists the leaf failures of a validation error, at most five.
 func violations(err error) string {
-	var ve *jsonschema.ValidationError
-	if !errors.As(err, &ve) {
+	leaves, ok := schema.Violations(err)
+	if !ok {
 		return err.Error()
 	}
-	var out []string
-	var walk func(e *jsonschema.ValidationError)
-	walk = func(e *jsonschema.ValidationError) {
-		if len(e.Causes) == 0 {
-			loc := e.InstanceLocation
-			if loc == "" {
-				loc = "/"
-			}
-			out = append(out, fmt.Sprintf("at %s: %s", loc, e.Message))
-			return
-		}
-		for _, c := range e.Causes {
-			walk(c)
-		}
+	out := make([]string, len(leaves))
+	for i, l := range leaves {
+		out[i] = fmt.Sprintf("at %s: %s", l.Location, l.Message)
 	}
-	walk(ve)
 	if len(out) > 5 {
 		out = append(out[:5], fmt.Sprintf("and %d more", len(out)-5))
 	}
