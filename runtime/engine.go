@@ -2,7 +2,7 @@ package runtime
 
 import (
 	"context"
-	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -38,6 +38,8 @@ type Engine struct {
 	// Now and Sleep are injectable for tests.
 	Now   func() time.Time
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Observer, when set, sees every run and node attempt (tracing).
+	Observer Observer
 }
 
 // Services are the clients capability handlers use. Fields are filled by
@@ -166,11 +168,14 @@ func (e *Engine) services() *Services {
 	return &Services{Secret: EnvSecret} // no registry: secrets come from the environment
 }
 
-// NewExecutionID returns a random run id.
+// NewExecutionID returns a random run id. Run ids must be unique, not
+// secret: math/rand/v2's global source (ChaCha8, seeded by the OS) is enough
+// and keeps crypto/rand and math/big out of binaries that need no crypto.
 func NewExecutionID() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], mrand.Uint64())
+	binary.LittleEndian.PutUint64(b[8:], mrand.Uint64())
+	return hex.EncodeToString(b[:12])
 }
 
 // Run is the state of one executing workflow. Handlers reach it through
@@ -418,6 +423,12 @@ func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 	// time in the trace.
 	prev := started
 	r.Counters.WorkflowStarts.Add(1)
+	// Registered first so it runs last, seeing the settled outcome.
+	if o := e.Observer; o != nil {
+		var end func(*Outcome)
+		ctx, end = o.StartRun(ctx, r)
+		defer func() { end(out) }()
+	}
 	if r.Depth == 0 {
 		r.auditf(slog.LevelInfo, "workflow.started", "start_node", r.StartNode, "dry_run", r.DryRun)
 	}
@@ -685,6 +696,11 @@ func (r *Run) execNode(ctx context.Context, pn *programNode) (res Result, err er
 }
 
 func (r *Run) safeCall(ctx context.Context, pn *programNode, attempt int) (res Result, err error) {
+	if o := r.Engine.Observer; o != nil {
+		var end func(Result, error)
+		ctx, end = o.StartNode(ctx, r, pn.node, attempt)
+		defer func() { end(res, err) }() // runs after the recover below
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			err = &Error{Class: ClassTool, Msg: fmt.Sprintf("handler panic: %v", p)}
