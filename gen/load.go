@@ -3,6 +3,7 @@
 package gen
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -111,6 +112,10 @@ func Decode(name string, data []byte) (*workflow.Workflow, error) {
 		return nil, &ParseError{File: name, Msg: err.Error()}
 	}
 	ix := indexKeys(string(data))
+	respelled, err := respellRateLimits(raw, ix, name)
+	if err != nil {
+		return nil, err
+	}
 	c := &treeChecker{ix: ix}
 	c.check(raw, reflect.TypeFor[document](), "")
 	if p := c.first(); p != nil {
@@ -119,8 +124,18 @@ func Decode(name string, data []byte) (*workflow.Workflow, error) {
 	if err := checkWrapper(raw, ix, name); err != nil {
 		return nil, err
 	}
+	text := string(data)
+	if respelled {
+		// The file spells a rate limit as an array of tables; decode the
+		// respelled tree instead of the text.
+		var buf bytes.Buffer
+		if err := toml.NewEncoder(&buf).Encode(raw); err != nil {
+			return nil, &ParseError{File: name, Msg: err.Error()}
+		}
+		text = buf.String()
+	}
 	var doc document
-	if _, err := toml.Decode(string(data), &doc); err != nil {
+	if _, err := toml.Decode(text, &doc); err != nil {
 		// The tree check above accepts only what decodes; keep a clear
 		// error anyway rather than trusting that.
 		return nil, &ParseError{File: name, Msg: err.Error()}
@@ -133,6 +148,59 @@ func Decode(name string, data []byte) (*workflow.Workflow, error) {
 	wf.Source = name
 	wf.Digest = hex.EncodeToString(sum[:])
 	return wf, nil
+}
+
+// respellRateLimits accepts the seed's `[[http_routes.rate_limit]]` spelling
+// (an array of tables under the route) as the table it means, when the
+// route has exactly one; more than one is an error, since a route has one
+// bucket. It rewrites raw in place and reports whether it changed anything.
+func respellRateLimits(raw map[string]any, ix keyIndex, name string) (bool, error) {
+	changed := false
+	fix := func(doc map[string]any, prefix string) error {
+		routes, _ := asList(doc["http_routes"])
+		for i, r := range routes {
+			route, ok := r.(map[string]any)
+			if !ok {
+				continue
+			}
+			list, ok := asList(route["rate_limit"])
+			if !ok {
+				continue
+			}
+			path := joinKey(joinIndex(joinKey(prefix, "http_routes"), i), "rate_limit")
+			if len(list) != 1 {
+				at := ix.lookup(path)
+				if len(list) > 1 {
+					at = ix.lookup(joinIndex(path, 1))
+				}
+				return &ParseError{File: name, Line: at.line, Key: path,
+					Msg: fmt.Sprintf("a route has one rate limit: write [http_routes.rate_limit] once (found %d [[http_routes.rate_limit]] tables)", len(list))}
+			}
+			if _, isTable := list[0].(map[string]any); isTable {
+				route["rate_limit"] = list[0]
+				changed = true
+				// Later errors name path.key; point them at path[0].key.
+				from := joinIndex(path, 0)
+				for k, at := range ix {
+					if rest, ok := strings.CutPrefix(k, from); ok {
+						ix[path+rest] = at
+					}
+				}
+			}
+		}
+		return nil
+	}
+	if err := fix(raw, ""); err != nil {
+		return false, err
+	}
+	if wrapped, ok := asList(raw["workflows"]); ok && len(wrapped) == 1 {
+		if doc, ok := wrapped[0].(map[string]any); ok {
+			if err := fix(doc, joinIndex("workflows", 0)); err != nil {
+				return false, err
+			}
+		}
+	}
+	return changed, nil
 }
 
 // checkWrapper accepts [[workflows]] holding exactly one workflow and
