@@ -93,7 +93,7 @@ func defineFlags(fs *flag.FlagSet, s *settings) {
 	fs.BoolVar(&s.quiet, "quiet", false, "disable the audit log")
 	fs.StringVar(&s.mode, "mode", "", "`once` or serve (default: serve when the workflow has http routes or long-lived triggers)")
 	fs.IntVar(&s.drainSecs, "drain-timeout-secs", 30, "serve mode: `seconds` to let in-flight runs finish after SIGTERM/SIGINT")
-	fs.StringVar(&s.config, "config", "", "workflow `file` (not accepted by sealed binaries)")
+	fs.StringVar(&s.config, "config", "", "refused: the workflow is compiled in (sealed) or already named (kiln run)")
 	fs.BoolVar(&s.version, "version", false, "print the version and exit")
 	defineDurableFlags(fs, &s.durable)
 	definePreflightFlags(fs, &s.preflight)
@@ -138,7 +138,16 @@ func Main(args []string, o Options) int {
 			u = "usage: " + o.Prog + " [flags] [once|serve]"
 		}
 		fmt.Fprintf(o.Stderr, "%s\n\nEvery flag NAME can also be set as KILN_NAME (e.g. KILN_STATE_DIR); the command line wins.\n\nflags:\n", u)
-		fs.PrintDefaults()
+		// --config exists only to refuse it with a clear message; it is
+		// not offered in the help.
+		shown := flag.NewFlagSet(o.Prog, flag.ContinueOnError)
+		shown.SetOutput(o.Stderr)
+		fs.VisitAll(func(f *flag.Flag) {
+			if f.Name != "config" {
+				shown.Var(f.Value, f.Name, f.Usage)
+			}
+		})
+		shown.PrintDefaults()
 	}
 	defineFlags(fs, &s)
 	exts := runtime.Extensions()
