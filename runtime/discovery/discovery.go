@@ -136,11 +136,7 @@ func Build(in Info) *Document {
 			lim.MaxLLMTokens = &t
 		}
 	}
-	for _, e := range wf.Edges {
-		if e.MaxIterations != nil && *e.MaxIterations > lim.MaxLoopIterations {
-			lim.MaxLoopIterations = *e.MaxIterations
-		}
-	}
+	lim.MaxLoopIterations = maxLoop(wf, map[*workflow.Workflow]bool{})
 	return &Document{
 		Protocol:     ProtocolVersion,
 		Workflow:     wf.Name,
@@ -185,4 +181,23 @@ func sortedSet(set map[string]bool) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// maxLoop is the largest loop-edge bound in wf and every child workflow it
+// calls (a child's loop runs inside the parent's run).
+func maxLoop(wf *workflow.Workflow, seen map[*workflow.Workflow]bool) int {
+	if wf == nil || seen[wf] {
+		return 0
+	}
+	seen[wf] = true
+	n := 0
+	for _, e := range wf.Edges {
+		if e.MaxIterations != nil && *e.MaxIterations > n {
+			n = *e.MaxIterations
+		}
+	}
+	for _, c := range wf.Children {
+		n = max(n, maxLoop(c, seen))
+	}
+	return n
 }

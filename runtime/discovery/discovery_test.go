@@ -86,3 +86,21 @@ func TestDegradedProjection(t *testing.T) {
 		t.Fatalf("%+v", doc)
 	}
 }
+
+// A loop edge inside a called child workflow bounds the run as much as one
+// in the root, so the advertised limit takes the largest of all of them.
+func TestMaxLoopIterationsCoversChildren(t *testing.T) {
+	in := info(nil)
+	seven, two := 7, 2
+	child := &workflow.Workflow{Name: "child", Edges: []workflow.Edge{{From: "a", To: "a", MaxIterations: &seven}}}
+	grand := &workflow.Workflow{Name: "grand", Edges: []workflow.Edge{{From: "b", To: "b", MaxIterations: &two}}}
+	child.Children = map[string]*workflow.Workflow{"grand.toml": grand, "self.toml": child}
+	in.Workflow.Children = map[string]*workflow.Workflow{"child.toml": child}
+	if got := Build(in).Limits.MaxLoopIterations; got != 7 {
+		t.Fatalf("max_loop_iterations = %d, want 7 (from the child)", got)
+	}
+	delete(in.Workflow.Children, "child.toml")
+	if got := Build(in).Limits.MaxLoopIterations; got != 3 {
+		t.Fatalf("max_loop_iterations = %d, want the root's 3", got)
+	}
+}
