@@ -82,18 +82,9 @@ func setup(ctx context.Context, h *runtime.Host) error {
 }
 
 func listeners(h *runtime.Host) ([]runtime.Listener, error) {
-	var out []runtime.Listener
-	for i, t := range h.Program.Workflow.Triggers {
-		if t.Type != "cron" {
-			continue
-		}
-		l, err := NewListener(h, i, t, nil)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, l)
-	}
-	return out, nil
+	return fire.Listeners(h, "cron", func(i int, t workflow.Trigger) (*Listener, error) {
+		return NewListener(h, i, t, nil)
+	})
 }
 
 // Listener fires one cron trigger.

@@ -69,18 +69,9 @@ func listeners(h *runtime.Host) ([]runtime.Listener, error) {
 	if err := Validate(h.Program.Workflow); err != nil {
 		return nil, err
 	}
-	var out []runtime.Listener
-	for i, t := range h.Program.Workflow.Triggers {
-		if t.Type != "fs_watch" {
-			continue
-		}
-		l, err := NewListener(h, i, t)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, l)
-	}
-	return out, nil
+	return fire.Listeners(h, "fs_watch", func(i int, t workflow.Trigger) (*Listener, error) {
+		return NewListener(h, i, t)
+	})
 }
 
 // Listener watches one fs_watch trigger's path.

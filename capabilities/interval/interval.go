@@ -64,18 +64,9 @@ func Validate(wf *workflow.Workflow) error {
 func setup(ctx context.Context, h *runtime.Host) error { return Validate(h.Program.Workflow) }
 
 func listeners(h *runtime.Host) ([]runtime.Listener, error) {
-	var out []runtime.Listener
-	for i, t := range h.Program.Workflow.Triggers {
-		if t.Type != "interval" {
-			continue
-		}
-		l, err := NewListener(h, i, t, nil)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, l)
-	}
-	return out, nil
+	return fire.Listeners(h, "interval", func(i int, t workflow.Trigger) (*Listener, error) {
+		return NewListener(h, i, t, nil)
+	})
 }
 
 // Listener fires one interval trigger.

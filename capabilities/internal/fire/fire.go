@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
 // Gate fires runs of one trigger. A tick that arrives while the previous
@@ -204,4 +205,21 @@ func (f *FakeClock) Advance(d time.Duration) {
 // Set moves time to t (forward only) and fires due waiters.
 func (f *FakeClock) Set(t time.Time) {
 	f.Advance(t.Sub(f.Now()))
+}
+
+// Listeners builds one listener, with build, for every trigger of type typ
+// in the host's workflow (build gets the trigger's index for messages).
+func Listeners[L runtime.Listener](h *runtime.Host, typ string, build func(index int, t workflow.Trigger) (L, error)) ([]runtime.Listener, error) {
+	var out []runtime.Listener
+	for i, t := range h.Program.Workflow.Triggers {
+		if t.Type != typ {
+			continue
+		}
+		l, err := build(i, t)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	return out, nil
 }
