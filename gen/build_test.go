@@ -159,7 +159,7 @@ func deps(t *testing.T, plan *gen.Plan) []string {
 // forbiddenInCore are the packages the runtime core must never link: each
 // belongs to a capability family.
 var forbiddenInCore = []string{"net/http", "crypto/tls", "os/exec", "text/template", "html/template",
-	"github.com/mark3labs/mcp-go", "github.com/santhosh-tekuri/jsonschema"}
+	"github.com/mark3labs/mcp-go", "github.com/santhosh-tekuri/jsonschema", "go.opentelemetry.io", "google.golang.org/grpc"}
 
 func linksAny(pkgs []string, prefix string) bool {
 	return slices.ContainsFunc(pkgs, func(p string) bool { return p == prefix || strings.HasPrefix(p, prefix+"/") })
@@ -186,9 +186,11 @@ func TestPruning(t *testing.T) {
 		netHTTP = "net/http"
 		llm     = "github.com/kilnworks/kiln/capabilities/llm"
 		mcpGo   = "github.com/mark3labs/mcp-go"
+		otel    = "go.opentelemetry.io" // every OpenTelemetry module
+		grpc    = "google.golang.org/grpc"
 	)
 	allcaps := deps(t, load(t, filepath.Join(repoRoot(t), "testdata", "golden", "allcaps", "workflow.toml"), false))
-	for _, want := range []string{netHTTP, llm, mcpGo, "crypto/tls", "os/exec"} {
+	for _, want := range []string{netHTTP, llm, mcpGo, "crypto/tls", "os/exec", otel, grpc} {
 		if !linksAny(allcaps, want) {
 			t.Errorf("positive control: the all-capabilities workflow does not link %s", want)
 		}
@@ -203,14 +205,14 @@ func TestPruning(t *testing.T) {
 id = "r"
 type = "read_file"
 path_from = "trigger.path"
-`, []string{netHTTP, "crypto/tls", llm, mcpGo, "os/exec"}, nil},
+`, []string{netHTTP, "crypto/tls", llm, mcpGo, "os/exec", otel, grpc}, nil},
 		{"http_request only", `
 [[nodes]]
 id = "get"
 type = "http_request"
 method = "GET"
 url_from = "trigger.url"
-`, []string{llm, mcpGo}, []string{netHTTP}},
+`, []string{llm, mcpGo, otel, grpc}, []string{netHTTP}},
 		{"a route", `
 [[start_nodes]]
 name = "hook"
@@ -225,14 +227,32 @@ start_node = "hook"
 [[nodes]]
 id = "end"
 type = "terminate"
-`, []string{llm, mcpGo}, []string{netHTTP}},
+`, []string{llm, mcpGo, otel, grpc}, []string{netHTTP}},
 		{"llm_infer", `
 [[nodes]]
 id = "ask"
 type = "llm_infer"
 backend = "default"
 prompt = "hi"
-`, []string{mcpGo}, []string{llm}},
+`, []string{mcpGo, otel, grpc}, []string{llm}},
+		{"[logging] without otel", `
+[[nodes]]
+id = "end"
+type = "terminate"
+
+[logging]
+level = "debug"
+format = "json"
+`, []string{otel, grpc, "github.com/kilnworks/kiln/capabilities/otel"}, nil},
+		{"[logging.otel]", `
+[[nodes]]
+id = "end"
+type = "terminate"
+
+[logging.otel]
+endpoint = "http://127.0.0.1:4318"
+protocol = "http/protobuf"
+`, []string{llm, mcpGo}, []string{"github.com/kilnworks/kiln/capabilities/otel", otel + "/otel/sdk/trace", otel + "/otel/exporters/otlp/otlptrace/otlptracehttp"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,7 +1,8 @@
 // Package catalog is the single source of truth about kiln's capability
 // families: which package implements each, its build tag, the node kinds,
-// trigger types and route auth kinds it provides, and the capability keys a
-// workflow may name in requires_capabilities.
+// trigger types and route auth kinds it provides (or the workflow block that
+// selects it: routes, [[secrets]], [logging.otel]), and the capability keys
+// a workflow may name in requires_capabilities.
 //
 // The generator, the manifest, the discovery document and `kiln inspect`
 // all read Families; nothing else lists capabilities. The package holds
@@ -41,6 +42,8 @@ type Family struct {
 	Routes bool
 	// Secrets marks the family that resolves [[secrets]] entries.
 	Secrets bool
+	// Telemetry marks the family that exports [logging.otel] traces.
+	Telemetry bool
 }
 
 // Families is the catalog, in a fixed order (the order of the table).
@@ -144,6 +147,12 @@ var Families = []Family{
 		Description: "the [[secrets]] registry: env, file, command and OAuth2 sources",
 		Keys:        []string{"secrets.oauth2", "secrets.registry"},
 		Secrets:     true,
+	},
+	{
+		ID: "otel", Package: PackagePrefix + "otel", Tag: "kiln_otel",
+		Description: "[logging.otel]: OpenTelemetry trace export of runs and node attempts over OTLP",
+		Keys:        []string{"telemetry.otel"},
+		Telemetry:   true,
 	},
 }
 

@@ -3,6 +3,7 @@ package catalog_test
 import (
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -60,7 +61,7 @@ func TestTableShape(t *testing.T) {
 	if always != 1 || catalog.Families[0].ID != "control" || !catalog.Families[0].Always {
 		t.Errorf("control must be the one always-linked family, first in the table")
 	}
-	want := []string{"control", "data", "fs", "env", "llm", "mcp", "http", "oidc", "httpclient", "shell", "compose", "cron", "interval", "fswatch", "event", "secrets"}
+	want := []string{"control", "data", "fs", "env", "llm", "mcp", "http", "oidc", "httpclient", "shell", "compose", "cron", "interval", "fswatch", "event", "secrets", "otel"}
 	if got := catalog.IDs(); !reflect.DeepEqual(got, want) {
 		t.Errorf("families = %v, want exactly %v", got, want)
 	}
@@ -95,6 +96,28 @@ func TestCatalogMatchesRegistry(t *testing.T) {
 	for _, f := range catalog.Families {
 		if len(f.Triggers) > 0 && len(f.NodeKinds) == 0 && !ext[f.ID] {
 			t.Errorf("trigger family %s registers no extension", f.ID)
+		}
+		// A family selected by a workflow block rather than a node kind
+		// (routes, [[secrets]], [logging.otel]) can only act through one.
+		if (f.Routes || f.Secrets || f.Telemetry) && !ext[f.ID] {
+			t.Errorf("family %s is selected by a workflow block but registers no extension", f.ID)
+		}
+	}
+	// Exactly one family each serves routes, resolves secrets and exports
+	// telemetry: Used adds every flagged family.
+	for flag, of := range map[string]func(catalog.Family) bool{
+		"Routes":    func(f catalog.Family) bool { return f.Routes },
+		"Secrets":   func(f catalog.Family) bool { return f.Secrets },
+		"Telemetry": func(f catalog.Family) bool { return f.Telemetry },
+	} {
+		n := 0
+		for _, f := range catalog.Families {
+			if of(f) {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("%d families are marked %s, want 1", n, flag)
 		}
 	}
 }
@@ -148,6 +171,31 @@ func TestUsed(t *testing.T) {
 	}
 	if got := strings.Join(u.Why["fs"], ";"); got != "node agent (agent_loop tool read_file)" {
 		t.Errorf("why fs = %q", got)
+	}
+
+	// [logging.otel] selects the otel family, in the root or in a child.
+	otel := &workflow.Logging{OTel: &workflow.OTelLog{Endpoint: "http://127.0.0.1:4318"}}
+	for _, c := range []struct {
+		name string
+		wf   *workflow.Workflow
+		why  string
+	}{
+		{"root", &workflow.Workflow{Name: "o", Logging: otel, Nodes: []workflow.Node{{ID: "end", Type: "terminate"}}}, "[logging.otel]"},
+		{"child", &workflow.Workflow{Name: "o", Nodes: []workflow.Node{{ID: "c", Type: "call", Workflow: "sub.toml"}},
+			Children: map[string]*workflow.Workflow{"sub.toml": {Name: "sub", Logging: otel}}}, "sub.toml: [logging.otel]"},
+	} {
+		u, err := catalog.Used(c.wf)
+		if err != nil || !slices.Contains(u.Families, "otel") || strings.Join(u.Why["otel"], ";") != c.why {
+			t.Errorf("%s: families %v why %v (%v)", c.name, u.Families, u.Why["otel"], err)
+		}
+	}
+	// [logging] without an otel block does not.
+	u, err = catalog.Used(&workflow.Workflow{Logging: &workflow.Logging{Level: "debug"}, Nodes: []workflow.Node{{ID: "end", Type: "terminate"}}})
+	if err != nil || slices.Contains(u.Families, "otel") {
+		t.Errorf("[logging] alone: %v %v", u, err)
+	}
+	if id, ok := catalog.FamilyOfKey("telemetry.otel"); id != "otel" || !ok {
+		t.Errorf("telemetry.otel belongs to %q %v", id, ok)
 	}
 
 	// The smallest workflow still links control, and nothing else.

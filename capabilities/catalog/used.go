@@ -26,8 +26,8 @@ type Usage struct {
 
 // Used resolves the families a workflow tree needs: from its node kinds
 // (and the tools of agent loops), trigger types, HTTP routes and their auth
-// kinds, and [[secrets]]
-// entries; child workflows are included. Anything the catalog does not
+// kinds, [[secrets]] entries and a [logging.otel] block; child workflows
+// are included. Anything the catalog does not
 // know (a node kind, trigger type or auth kind) is an error naming where it
 // is used: the generator must never guess a family.
 func Used(wf *workflow.Workflow) (*Usage, error) {
@@ -144,6 +144,13 @@ func (u *usage) walk(wf *workflow.Workflow, where string) {
 		for _, f := range Families {
 			if f.Secrets {
 				u.add(f.ID, where+"[[secrets]]")
+			}
+		}
+	}
+	if wf.Logging != nil && wf.Logging.OTel != nil {
+		for _, f := range Families {
+			if f.Telemetry {
+				u.add(f.ID, where+"[logging.otel]")
 			}
 		}
 	}

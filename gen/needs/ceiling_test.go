@@ -1,6 +1,7 @@
 package needs
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/kilnworks/kiln/runtime/workflow"
@@ -46,5 +47,49 @@ network = { allow = ["login.example.com"] }
 	}
 	if n := find(eff, "network:login.example.com"); n == nil || n.BeyondPolicy == "" {
 		t.Fatalf("governed ask not checked against the policy: %+v", n)
+	}
+}
+
+// TestOTelEndpointNeed: the [logging.otel] endpoint's host (of the root or
+// a child workflow) is a network need when the otel family is linked. It
+// is operator configuration kiln reaches itself, so a [policy.http] that
+// does not list it leaves it within the ceiling; without the family (a
+// degraded build) or without an endpoint there is no such need.
+func TestOTelEndpointNeed(t *testing.T) {
+	otel := func(endpoint string) *workflow.Logging {
+		return &workflow.Logging{OTel: &workflow.OTelLog{Endpoint: endpoint, Protocol: "grpc"}}
+	}
+	child := &workflow.Workflow{Name: "child", Logging: otel("https://Traces.Example.com:4317")}
+	wf := &workflow.Workflow{Name: "w", Logging: otel("http://collector.internal:4318/v1/traces"),
+		Children: map[string]*workflow.Workflow{"child.toml": child},
+		Policy:   &workflow.Policy{HTTP: &workflow.HTTPPolicy{URLs: []string{"https://api.example.com/**"}}}}
+	eff, err := Compute(Input{Workflow: wf, Families: []string{"control", "httpclient", "otel"}, Catalogs: []*Catalog{Builtin()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"network:collector.internal", "network:traces.example.com"} {
+		n := find(eff, id)
+		if n == nil {
+			t.Fatalf("%s missing: %s", id, ids(eff))
+		}
+		if n.BeyondPolicy != "" || n.Optional || len(n.Sources) != 1 || n.Sources[0] != "family:otel" {
+			t.Errorf("%s: %+v", id, n)
+		}
+	}
+	if n := find(eff, "network:api.example.com"); n == nil {
+		t.Errorf("the policy host is still a need: %s", ids(eff))
+	}
+
+	eff, err = Compute(Input{Workflow: wf, Families: []string{"control", "httpclient"}, Catalogs: []*Catalog{Builtin()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(ids(eff), "collector.internal") {
+		t.Errorf("a binary without the otel family needs its collector: %s", ids(eff))
+	}
+	wf.Logging, wf.Children = otel(""), nil
+	eff, err = Compute(Input{Workflow: wf, Families: []string{"control", "otel"}, Catalogs: []*Catalog{Builtin()}})
+	if err != nil || strings.Contains(ids(eff), "network:") {
+		t.Errorf("no endpoint: %s (%v)", ids(eff), err)
 	}
 }

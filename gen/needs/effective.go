@@ -236,8 +236,9 @@ type derivedNeed struct {
 }
 
 // derived are the needs the workflow itself states: auth binding secrets,
-// [[secrets]] sources, MCP server env secrets, and the hosts and paths its
-// policy lets the http client and fs families reach.
+// [[secrets]] sources, MCP server env secrets, the [logging.otel]
+// collector host (as family:otel's), and the hosts and paths its policy
+// lets the http client and fs families reach.
 func derived(wf *workflow.Workflow, families []string) []derivedNeed {
 	has := map[string]bool{}
 	for _, f := range families {
@@ -297,6 +298,15 @@ func derived(wf *workflow.Workflow, families []string) []derivedNeed {
 			}
 			if u, err := url.Parse(m.URL); err == nil && u.Hostname() != "" {
 				add("mcp:"+m.Name, networkNeed(u.Hostname(), false))
+			}
+		}
+		// The OTLP collector is operator configuration kiln reaches itself
+		// ([logging.otel] endpoint), not an http_request target: the
+		// workflow's policy.http does not cap it. With no endpoint the SDK
+		// takes one from the environment, which the workflow cannot state.
+		if lg := w.Logging; lg != nil && lg.OTel != nil && has["otel"] {
+			if u, err := url.Parse(lg.OTel.Endpoint); err == nil && u.Hostname() != "" {
+				addOwn("family:otel", networkNeed(u.Hostname(), false))
 			}
 		}
 		if w.Policy != nil && w.Policy.HTTP != nil && has["httpclient"] {

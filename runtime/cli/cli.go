@@ -20,7 +20,9 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -217,7 +219,19 @@ func Main(args []string, o Options) int {
 	if err != nil {
 		return fail(ExitUsage, "%v", err)
 	}
-	if err := applyBudget(o.Workflow.Budget, o.Stderr, o.Prog, audit); err != nil { // limits.go
+	// Close hooks run once, in reverse order of Setup, after everything
+	// stopped: when Main returns, or before [budget] max_cpu_secs ends the
+	// process (so spans still queued are exported, child processes stop).
+	closeExts := sync.OnceFunc(func() {
+		for i := len(exts) - 1; i >= 0; i-- {
+			if ext := exts[i]; ext.Close != nil {
+				if err := ext.Close(); err != nil {
+					audit.Warn("extension.close_failed", "extension", ext.Name, "error", err.Error())
+				}
+			}
+		}
+	})
+	if err := applyBudget(o.Workflow.Budget, o.Stderr, o.Prog, audit, closeExts); err != nil { // limits.go
 		return fail(ExitUsage, "%v", err)
 	}
 	engine := &runtime.Engine{
@@ -231,9 +245,13 @@ func Main(args []string, o Options) int {
 		RunTimeout:   time.Duration(s.timeoutSecs) * time.Second, // serve-mode runs too
 	}
 	attachBuild(host, o) // preflight.go: for the discovery documents
-	if ignored := unsupportedLogging(o.Workflow.Logging); len(ignored) > 0 {
-		audit.Warn("logging.unsupported", "workflow", o.Workflow.Name, "ignored", strings.Join(ignored, ", "),
-			"detail", "kiln writes one audit stream to [logging] target, without rotation or OpenTelemetry export")
+	otelLinked := slices.ContainsFunc(exts, func(e runtime.Extension) bool { return e.Name == "otel" })
+	if ignored := unsupportedLogging(o.Workflow.Logging, otelLinked); len(ignored) > 0 {
+		detail := "kiln writes one audit stream to [logging] target, without rotation"
+		if !otelLinked {
+			detail += "; this binary does not link the otel capability family, so nothing is exported over OpenTelemetry"
+		}
+		audit.Warn("logging.unsupported", "workflow", o.Workflow.Name, "ignored", strings.Join(ignored, ", "), "detail", detail)
 	}
 	if prog.Policy.AllowAll() {
 		audit.Warn("policy.allow_all", "workflow", o.Workflow.Name,
@@ -242,16 +260,7 @@ func Main(args []string, o Options) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	// Close hooks run in reverse order of Setup, after everything stopped.
-	for _, ext := range exts {
-		if ext.Close != nil {
-			defer func(ext runtime.Extension) {
-				if err := ext.Close(); err != nil {
-					audit.Warn("extension.close_failed", "extension", ext.Name, "error", err.Error())
-				}
-			}(ext)
-		}
-	}
+	defer closeExts()
 	if s.durable.list {
 		return listCheckpoints(host, s.stateDir, o, fail)
 	}
@@ -324,8 +333,9 @@ func auditOptions(s *settings, o Options) runtime.AuditOptions {
 
 // unsupportedLogging lists the [logging] settings kiln accepts (reference
 // workflows declare them) but does not act on, so the operator is told
-// instead of trusting them.
-func unsupportedLogging(lg *workflow.Logging) []string {
+// instead of trusting them. [logging.otel] is acted on when the otel
+// family is linked (otelLinked).
+func unsupportedLogging(lg *workflow.Logging, otelLinked bool) []string {
 	if lg == nil {
 		return nil
 	}
@@ -336,7 +346,7 @@ func unsupportedLogging(lg *workflow.Logging) []string {
 	if lg.Audit != nil && lg.Audit.Target != "" {
 		out = append(out, "[logging.audit] target")
 	}
-	if lg.OTel != nil {
+	if lg.OTel != nil && !otelLinked {
 		out = append(out, "[logging.otel]")
 	}
 	return out

@@ -8,9 +8,13 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"syscall"
+	"time"
 
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
+
+// closeGrace bounds the Close hooks run when max_cpu_secs is exhausted.
+const closeGrace = 2 * time.Second
 
 // applyBudget applies [budget] max_memory_mb and max_cpu_secs to the whole
 // process (and, inherited, to the commands it spawns) at start-up. Limits
@@ -25,9 +29,10 @@ import (
 // reaching the cap ends the process ("fatal error: runtime: out of memory").
 //
 // CPU: the soft RLIMIT_CPU is max_cpu_secs; the SIGXCPU it raises is
-// reported and the process exits 5 (the hard limit, one second later, is
-// a SIGKILL backstop).
-func applyBudget(b *workflow.Budget, stderr io.Writer, prog string, audit *slog.Logger) error {
+// reported, the extensions' Close hooks run (bounded by closeGrace) and
+// the process exits 5 (the hard limit, one second later, is a SIGKILL
+// backstop).
+func applyBudget(b *workflow.Budget, stderr io.Writer, prog string, audit *slog.Logger, beforeExit func()) error {
 	if b == nil {
 		return nil
 	}
@@ -49,6 +54,14 @@ func applyBudget(b *workflow.Budget, stderr io.Writer, prog string, audit *slog.
 			<-xcpu
 			audit.Error("budget.cpu_exceeded", "max_cpu_secs", b.MaxCPUSecs)
 			fmt.Fprintf(stderr, "%s: [budget] max_cpu_secs (%d) exhausted; stopping\n", prog, b.MaxCPUSecs)
+			// The extensions' Close hooks get a short, bounded chance (the
+			// kernel kills the process one CPU second later anyway).
+			closed := make(chan struct{})
+			go func() { beforeExit(); close(closed) }()
+			select {
+			case <-closed:
+			case <-time.After(closeGrace):
+			}
 			os.Exit(ExitFailed)
 		}()
 		secs := uint64(b.MaxCPUSecs)

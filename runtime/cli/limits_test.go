@@ -3,6 +3,7 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -31,6 +32,14 @@ func init() {
 				return runtime.Next(n), nil
 			}, nil
 		}})
+	// The limtest extension's Close writes the file $LIMTEST_CLOSED, so a
+	// test can see Close ran in a helper process.
+	runtime.RegisterExtension(runtime.Extension{Name: "limtest", Close: func() error {
+		if p := os.Getenv("LIMTEST_CLOSED"); p != "" {
+			return os.WriteFile(p, []byte("closed"), 0o600)
+		}
+		return nil
+	}})
 	// limtest_spin burns CPU until its context ends.
 	runtime.RegisterNode(runtime.NodeKind{Kind: "limtest_spin", Family: "limtest",
 		Prepare: func(*workflow.Node, *runtime.Program) (runtime.NodeFunc, error) {
@@ -69,6 +78,8 @@ func TestBudgetCPULimit(t *testing.T) {
 	dir := t.TempDir()
 	wf := filepath.Join(dir, "cpu.toml")
 	writeFile(t, wf, "name = \"cpu\"\n[budget]\nmax_cpu_secs = 1\n[[nodes]]\nid = \"spin\"\ntype = \"limtest_spin\"\n")
+	closed := filepath.Join(dir, "closed")
+	t.Setenv("LIMTEST_CLOSED", closed)
 	start := time.Now()
 	_, stderr, code := kiln(t, wf, "--quiet", "--timeout-secs", "20")
 	if code != cli.ExitFailed || !strings.Contains(stderr, "max_cpu_secs (1) exhausted") {
@@ -76,6 +87,11 @@ func TestBudgetCPULimit(t *testing.T) {
 	}
 	if took := time.Since(start); took > 10*time.Second {
 		t.Fatalf("took %v", took)
+	}
+	// The extensions' Close hooks ran before the process stopped (queued
+	// spans are flushed, child processes stopped).
+	if data, err := os.ReadFile(closed); err != nil || string(data) != "closed" {
+		t.Errorf("Close did not run on CPU exhaustion: %q %v", data, err)
 	}
 }
 

@@ -42,3 +42,16 @@ func TestLoggingAuditSettings(t *testing.T) {
 		t.Fatalf("spurious warning:\n%s", r.stderr)
 	}
 }
+
+// TestUnsupportedLoggingWithOTel: [logging.otel] is only "ignored" when
+// the binary does not link the otel family (a build without it, e.g. a
+// degraded one); with it the block is acted on.
+func TestUnsupportedLoggingWithOTel(t *testing.T) {
+	lg := &workflow.Logging{Rotation: "daily", OTel: &workflow.OTelLog{Endpoint: "http://127.0.0.1:4318"}}
+	if got := strings.Join(unsupportedLogging(lg, false), ", "); got != "[logging] rotation, [logging.otel]" {
+		t.Errorf("without otel: %q", got)
+	}
+	if got := strings.Join(unsupportedLogging(lg, true), ", "); got != "[logging] rotation" {
+		t.Errorf("with otel: %q", got)
+	}
+}

@@ -20,5 +20,6 @@ import (
 	_ "github.com/kilnworks/kiln/capabilities/llm"
 	_ "github.com/kilnworks/kiln/capabilities/mcp"
 	_ "github.com/kilnworks/kiln/capabilities/oidc"
+	_ "github.com/kilnworks/kiln/capabilities/otel"
 	_ "github.com/kilnworks/kiln/capabilities/secrets"
 )

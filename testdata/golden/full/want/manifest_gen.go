@@ -11,7 +11,7 @@
 package main
 
 // ManifestBlob is the manifest (manifest.json), wrapped in the markers kiln inspect looks for.
-const ManifestBlob = "\x00KILN-MANIFEST\x0000003987\x00{\n" +
+const ManifestBlob = "\x00KILN-MANIFEST\x0000004198\x00{\n" +
 	"  \"schema\": \"kiln.manifest/v1\",\n" +
 	"  \"workflow\": {\n" +
 	"    \"name\": \"full\",\n" +
@@ -29,7 +29,8 @@ const ManifestBlob = "\x00KILN-MANIFEST\x0000003987\x00{\n" +
 	"    \"kiln_httpclient\",\n" +
 	"    \"kiln_compose\",\n" +
 	"    \"kiln_cron\",\n" +
-	"    \"kiln_secrets\"\n" +
+	"    \"kiln_secrets\",\n" +
+	"    \"kiln_otel\"\n" +
 	"  ],\n" +
 	"  \"families\": [\n" +
 	"    {\n" +
@@ -120,6 +121,14 @@ const ManifestBlob = "\x00KILN-MANIFEST\x0000003987\x00{\n" +
 	"        \"secrets.oauth2\",\n" +
 	"        \"secrets.registry\"\n" +
 	"      ]\n" +
+	"    },\n" +
+	"    {\n" +
+	"      \"id\": \"otel\",\n" +
+	"      \"package\": \"github.com/kilnworks/kiln/capabilities/otel\",\n" +
+	"      \"tag\": \"kiln_otel\",\n" +
+	"      \"keys\": [\n" +
+	"        \"telemetry.otel\"\n" +
+	"      ]\n" +
 	"    }\n" +
 	"  ],\n" +
 	"  \"node_kinds\": [\n" +
@@ -149,6 +158,7 @@ const ManifestBlob = "\x00KILN-MANIFEST\x0000003987\x00{\n" +
 	"    \"secrets.oauth2\",\n" +
 	"    \"secrets.registry\",\n" +
 	"    \"serve.http\",\n" +
+	"    \"telemetry.otel\",\n" +
 	"    \"tools.fs\",\n" +
 	"    \"tools.http\",\n" +
 	"    \"trigger.cron\",\n" +
@@ -186,7 +196,7 @@ const ManifestBlob = "\x00KILN-MANIFEST\x0000003987\x00{\n" +
 	"      \"sha256\": \"a85d7e9101a0f58cd6b075e3653bf667d84d8a1422f18ad4ec3694dd78aadcce\"\n" +
 	"    }\n" +
 	"  ],\n" +
-	"  \"effective_needs_sha256\": \"a6bce2da17d2219e47910a7b93d940df4295fbbcf50cb8f03fa6dd833095c314\",\n" +
+	"  \"effective_needs_sha256\": \"a3dd28197729e500651c42d4ba050a2f355eabcd849043c23883e350a90889da\",\n" +
 	"  \"tables_sha256\": \"78f5d8cee295706dceefc621b94f9d63ff6ffbed66d1b409ba617cab6c9e2947\"\n" +
 	"}\n" +
 	"\x00KILN-MANIFEST-END\x00"
