@@ -153,8 +153,33 @@ const RedactedMarker = "[REDACTED]"
 var (
 	redactMu      sync.Mutex
 	redactSecrets = map[string]bool{}
-	redactor      atomic.Pointer[strings.Replacer]
+	redactor      atomic.Pointer[redactSet]
 )
+
+// redactSet is the registered secrets, replaced whole on every
+// registration.
+type redactSet struct {
+	rep   *strings.Replacer
+	forms []string // every registered form, longest first
+}
+
+// scanMax is how many forms contains checks one by one. A text that holds
+// none (nearly every text) is then returned as it is, without the copy
+// strings.Replacer makes of it; beyond that many, the replacer's single
+// pass is cheaper than one scan per form.
+const scanMax = 16
+
+func (rs *redactSet) contains(s string) bool {
+	if len(rs.forms) > scanMax {
+		return true
+	}
+	for _, f := range rs.forms {
+		if strings.Contains(s, f) {
+			return true
+		}
+	}
+	return false
+}
 
 // RedactValue registers a secret value: from now on it is replaced by
 // [REDACTED] in every audit record, and Redact removes it from any text the
@@ -196,28 +221,45 @@ func RedactValue(secret string) {
 		}
 		return all[i] < all[j]
 	})
-	pairs := make([]string, 0, 2*len(all))
-	for _, s := range all {
+	redactor.Store(newRedactSet(all))
+}
+
+// newRedactSet builds the set of forms, which must be sorted longest first.
+func newRedactSet(forms []string) *redactSet {
+	pairs := make([]string, 0, 2*len(forms))
+	for _, s := range forms {
 		pairs = append(pairs, s, RedactedMarker)
 	}
-	redactor.Store(strings.NewReplacer(pairs...))
+	return &redactSet{rep: strings.NewReplacer(pairs...), forms: forms}
+}
+
+// holdsSecret reports whether s may hold a registered secret value (when
+// it does not, Redact returns it as it is).
+func holdsSecret(s string) bool {
+	rs := redactor.Load()
+	return rs != nil && rs.contains(s)
 }
 
 // Redact replaces every registered secret value in s with [REDACTED].
 func Redact(s string) string {
-	r := redactor.Load()
-	if r == nil {
+	rs := redactor.Load()
+	if rs == nil || !rs.contains(s) {
 		return s
 	}
-	return r.Replace(s)
+	return rs.rep.Replace(s)
 }
 
-// RedactBytes is Redact for encoded output.
+// RedactBytes is Redact for encoded output. b itself is returned when it
+// holds no secret.
 func RedactBytes(b []byte) []byte {
 	if redactor.Load() == nil {
 		return b
 	}
-	return []byte(Redact(string(b)))
+	s := string(b)
+	if red := Redact(s); red != s {
+		return []byte(red)
+	}
+	return b
 }
 
 // redactHandler redacts the message and every attribute of each record,
@@ -260,6 +302,9 @@ func (h *redactHandler) with(g groupOrAttrs) *redactHandler {
 }
 
 func (h *redactHandler) Handle(ctx context.Context, r slog.Record) error {
+	if h.passes(&r) {
+		return h.inner.Handle(ctx, r) // nothing to redact: no copy of the record
+	}
 	attrs := make([]slog.Attr, 0, r.NumAttrs())
 	r.Attrs(func(a slog.Attr) bool {
 		if a, keep := h.field(a); keep {
@@ -285,6 +330,44 @@ func (h *redactHandler) Handle(ctx context.Context, r slog.Record) error {
 	out := slog.NewRecord(r.Time, r.Level, Redact(r.Message), r.PC)
 	out.AddAttrs(attrs...)
 	return h.inner.Handle(ctx, out)
+}
+
+// passes reports whether h would hand r on as it is: no With state or
+// field rules to apply, and nothing to redact.
+func (h *redactHandler) passes(r *slog.Record) bool {
+	return h.fields == nil && len(h.goas) == 0 && unchanged(r)
+}
+
+// recipient is the handler the engine gives rec to: h, or the inner
+// handler of a redacting h that would hand rec on unchanged. The per-run
+// events then copy their (large) record once less, on the deepest stack a
+// request reaches.
+func recipient(h slog.Handler, rec *slog.Record) slog.Handler {
+	if rh, ok := h.(*redactHandler); ok && rh.passes(rec) {
+		return rh.inner
+	}
+	return h
+}
+
+// unchanged reports whether redaction would leave r as it is: no
+// registered secret in its message or string attributes, and no attribute
+// of a kind redaction rewrites (errors, other structured values, groups,
+// LogValuers). The per-run audit events take this path.
+func unchanged(r *slog.Record) bool {
+	if holdsSecret(r.Message) {
+		return false
+	}
+	ok := true
+	r.Attrs(func(a slog.Attr) bool {
+		switch a.Value.Kind() {
+		case slog.KindString:
+			ok = !holdsSecret(a.Value.String())
+		case slog.KindAny, slog.KindGroup, slog.KindLogValuer:
+			ok = false
+		}
+		return ok
+	})
+	return ok
 }
 
 // field applies the configured per-key rules to a and the attributes of

@@ -122,6 +122,9 @@ func (r *Run) restore(cp *Checkpoint) error {
 	for k, v := range cp.Loops {
 		i, err := strconv.Atoi(k)
 		if err == nil {
+			if r.loops == nil {
+				r.loops = map[int]int{}
+			}
 			r.loops[i] = v
 		}
 	}

@@ -196,10 +196,20 @@ type Run struct {
 	mu      sync.RWMutex
 	outputs map[string]any
 	trigger map[string]any
-	loops   map[int]int
+	loops   map[int]int // by edge index; nil until a loop edge fires
 	trace   *Trace
 	respond *HTTPResponse
 	last    string
+}
+
+// runState is everything a top-level run allocates up front, in one
+// allocation: the run, its counters, budget, trace and report.
+type runState struct {
+	run      Run
+	counters Counters
+	budget   budget
+	trace    Trace
+	report   Report
 }
 
 // budget is shared by a run and its children: a call/parallel/map cannot
@@ -253,7 +263,8 @@ func (r *Run) Policy() *policy.Policy {
 	return r.Program.Policy
 }
 
-// Audit returns the audit logger, tagged with the run id.
+// Audit returns the audit logger, tagged with the run id. (Handlers that
+// log call it; the engine's own events skip it.)
 func (r *Run) Audit() *slog.Logger {
 	return r.Engine.audit().With("execution_id", r.ExecutionID, "workflow", r.Program.Workflow.Name)
 }
@@ -330,19 +341,18 @@ func (e *Engine) Run(ctx context.Context, p *Program, opts RunOptions) *Report {
 	if trig == nil {
 		trig = MakeTrigger("manual", nil)
 	}
-	run := &Run{
-		Engine:      e,
-		Program:     p,
-		ExecutionID: id,
-		StartNode:   opts.Start,
-		DryRun:      opts.DryRun,
-		Counters:    &Counters{},
-		budget:      &budget{},
-		outputs:     make(map[string]any, len(p.order)),
-		trigger:     trig,
-		loops:       map[int]int{},
-		trace:       newTrace(id, len(p.order)),
-	}
+	st := &runState{trace: Trace{ExecutionID: id, Entries: newTraceEntries(len(p.order))}}
+	run := &st.run
+	run.Engine = e
+	run.Program = p
+	run.ExecutionID = id
+	run.StartNode = opts.Start
+	run.DryRun = opts.DryRun
+	run.Counters = &st.counters
+	run.budget = &st.budget
+	run.outputs = make(map[string]any, len(p.order))
+	run.trigger = trig
+	run.trace = &st.trace
 	if b := p.Workflow.Budget; b != nil {
 		run.budget.maxTokens = b.MaxLLMTokens
 		run.budget.maxFSWrite = b.MaxFSWriteMB << 20
@@ -358,7 +368,7 @@ func (e *Engine) Run(ctx context.Context, p *Program, opts RunOptions) *Report {
 		run.StartNode = p.DefaultStart()
 	}
 	out := run.durable(ctx, opts) // execute, with checkpoint lock and settling (durable.go)
-	return &Report{
+	st.report = Report{
 		Workflow:    p.Workflow.Name,
 		StartNode:   run.StartNode,
 		ExecutionID: id,
@@ -367,6 +377,7 @@ func (e *Engine) Run(ctx context.Context, p *Program, opts RunOptions) *Report {
 		Counters:    run.Counters,
 		WallMS:      e.now().Sub(start).Milliseconds(),
 	}
+	return &st.report
 }
 
 // RunChild runs a child workflow (call, parallel, map) on the same engine,
@@ -392,8 +403,7 @@ func (r *Run) RunChild(ctx context.Context, child *Program, start string, input 
 		parent:      r,
 		outputs:     make(map[string]any, len(child.order)),
 		trigger:     MakeTrigger(kind, input),
-		loops:       map[int]int{},
-		trace:       newTrace(id, len(child.order)),
+		trace:       &Trace{ExecutionID: id, Entries: newTraceEntries(len(child.order))},
 	}
 	if start == "" {
 		c.StartNode = child.DefaultStart()
@@ -404,15 +414,69 @@ func (r *Run) RunChild(ctx context.Context, child *Program, start string, input 
 
 // auditf emits one audit event tagged with the run, building nothing when
 // the logger drops the level (the engine's hot path logs per run, not per
-// node, but retries and denials must stay cheap too).
+// node, but retries and denials must stay cheap too). attrs are key-value
+// pairs as for slog.Logger.Log.
 func (r *Run) auditf(level slog.Level, msg string, attrs ...any) {
-	l := r.Engine.audit()
-	if !l.Enabled(context.Background(), level) {
+	h := r.Engine.audit().Handler()
+	if !h.Enabled(context.Background(), level) {
 		return
 	}
-	all := make([]any, 0, len(attrs)+4)
-	all = append(all, "execution_id", r.ExecutionID, "workflow", r.Program.Workflow.Name)
-	l.Log(context.Background(), level, msg, append(all, attrs...)...)
+	rec := slog.NewRecord(time.Now(), level, msg, 0)
+	rec.AddAttrs(slog.String("execution_id", r.ExecutionID), slog.String("workflow", r.Program.Workflow.Name))
+	rec.Add(attrs...)
+	_ = recipient(h, &rec).Handle(context.Background(), rec)
+}
+
+// auditRun emits workflow.started (out == nil) or the run's end event,
+// workflow.<status>: info for completed and paused runs, warn for the
+// others. Every run logs both, so the record is built by hand, with typed
+// attributes: slog.Logger.Log would box each value and capture the
+// caller's program counter, which no audit handler reports. (The record
+// is large and this call sits on a request's deepest stack: it is built
+// once, here, and copied once, into the handler.)
+func (r *Run) auditRun(out *Outcome) {
+	level, msg := slog.LevelInfo, "workflow.started"
+	if out != nil {
+		msg = endEvent(out.Status)
+		if out.Status == StatusErrored || out.Status == StatusFailed || out.Status == StatusTimedOut {
+			level = slog.LevelWarn
+		}
+	}
+	h := r.Engine.audit().Handler()
+	if !h.Enabled(context.Background(), level) {
+		return
+	}
+	var rec slog.Record // slog.NewRecord, without a temporary copy on the stack
+	rec.Time, rec.Level, rec.Message = time.Now(), level, msg
+	rec.AddAttrs(slog.String("execution_id", r.ExecutionID), slog.String("workflow", r.Program.Workflow.Name))
+	if out == nil {
+		rec.AddAttrs(slog.String("start_node", r.StartNode), slog.Bool("dry_run", r.DryRun))
+	} else {
+		rec.AddAttrs(slog.String("status", out.Status), slog.String("last_node", out.LastNode),
+			slog.Int64("elapsed_ms", out.ElapsedMS))
+		if out.Reason != "" {
+			rec.AddAttrs(slog.String("reason", out.Reason))
+		}
+	}
+	_ = recipient(h, &rec).Handle(context.Background(), rec)
+}
+
+// endEvent is the message of a run's end event, without building a string
+// for the known statuses.
+func endEvent(status string) string {
+	switch status {
+	case StatusCompleted:
+		return "workflow.completed"
+	case StatusFailed:
+		return "workflow.failed"
+	case StatusTimedOut:
+		return "workflow.timed_out"
+	case StatusPaused:
+		return "workflow.paused"
+	case StatusErrored:
+		return "workflow.errored"
+	}
+	return "workflow." + status
 }
 
 func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
@@ -430,12 +494,13 @@ func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 		defer func() { end(out) }()
 	}
 	if r.Depth == 0 {
-		r.auditf(slog.LevelInfo, "workflow.started", "start_node", r.StartNode, "dry_run", r.DryRun)
+		r.auditRun(nil)
 	}
 	defer func() {
-		r.finishTrace(e.now().Sub(prev))
+		end := e.now()
+		r.finishTrace(end.Sub(prev))
 		if out.Status != StatusTimedOut {
-			out.ElapsedMS = e.now().Sub(started).Milliseconds()
+			out.ElapsedMS = end.Sub(started).Milliseconds()
 		}
 		switch out.Status {
 		case StatusCompleted:
@@ -450,15 +515,7 @@ func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 			r.Counters.WorkflowPaused.Add(1)
 		}
 		if r.Depth == 0 {
-			attrs := []any{"status", out.Status, "last_node", out.LastNode, "elapsed_ms", out.ElapsedMS}
-			if out.Reason != "" {
-				attrs = append(attrs, "reason", out.Reason)
-			}
-			level := slog.LevelInfo
-			if out.Status == StatusErrored || out.Status == StatusFailed || out.Status == StatusTimedOut {
-				level = slog.LevelWarn
-			}
-			r.auditf(level, "workflow."+out.Status, attrs...)
+			r.auditRun(out)
 		}
 	}()
 
@@ -467,7 +524,17 @@ func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 		ctx, cancel = context.WithDeadline(ctx, r.Deadline)
 		defer cancel()
 	}
+	return r.walk(ctx, opts, started, &prev)
+}
 
+// walk runs the nodes from the entry (or the resumed node) until the run
+// ends. It is execute's loop, in a function of its own so that its large
+// stack frame is gone by the time execute's deferred work logs the end of
+// the run (audit records are big and slog's calls deep; a request's stack
+// that stays small is not grown and shrunk again around every GC).
+// *prev is the clock reading before the current node.
+func (r *Run) walk(ctx context.Context, opts RunOptions, started time.Time, prev *time.Time) *Outcome {
+	e := r.Engine
 	var cur string
 	var pn *programNode
 	if cp := opts.Resume; cp != nil {
@@ -487,8 +554,8 @@ func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 		// The deadline is checked before every node, so a run never starts
 		// a node after its time is up.
 		now := e.now()
-		r.finishTrace(now.Sub(prev))
-		prev = now
+		r.finishTrace(now.Sub(*prev))
+		*prev = now
 		if !r.Deadline.IsZero() && !now.Before(r.Deadline) {
 			return r.timedOut(started)
 		}
@@ -565,8 +632,8 @@ func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 	}
 }
 
-func newTrace(id string, nodes int) *Trace {
-	return &Trace{ExecutionID: id, Entries: make([]TraceEntry, 0, min(nodes, 64))}
+func newTraceEntries(nodes int) []TraceEntry {
+	return make([]TraceEntry, 0, min(nodes, 64))
 }
 
 // appendTrace records a node that just ran; its elapsed time is filled in
@@ -630,6 +697,9 @@ func (r *Run) pickEdge(pn *programNode, branch string) (*edge, error) {
 	case loops > 1:
 		return nil, ambiguous(pn, loops, "loop out-edges", branch)
 	case loops == 1:
+		if r.loops == nil {
+			r.loops = map[int]int{}
+		}
 		r.loops[loop.index]++
 		return loop, nil
 	case plains > 1:

@@ -336,7 +336,11 @@ func Lookup(v any, path string) (any, bool) {
 		return v, true
 	}
 	cur := v
-	for _, seg := range strings.Split(path, ".") {
+	for more := true; more; {
+		// Cut, not Split: lookups run for every template marker and
+		// input_from, and need no slice of segments.
+		var seg string
+		seg, path, more = strings.Cut(path, ".")
 		switch x := cur.(type) {
 		case map[string]any:
 			next, ok := x[seg]

@@ -358,23 +358,6 @@ func (l serverLog) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// recorder captures the status code for metrics.
-type recorder struct {
-	http.ResponseWriter
-	code int
-}
-
-// Unwrap lets http.ResponseController reach the connection (write
-// deadlines).
-func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
-
-func (r *recorder) WriteHeader(code int) {
-	if r.code == 0 {
-		r.code = code
-	}
-	r.ResponseWriter.WriteHeader(code)
-}
-
 // ServeHTTP answers one request in the order of WORKFLOW-FORMAT §7.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if headSize(r) > MaxHeaderBytes {
@@ -404,9 +387,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
-	rec := &recorder{ResponseWriter: w}
-	s.serveRoute(rec, r, rt)
-	s.metrics.observeRequest(rt.name, rec.code, time.Since(start))
+	code := s.serveRoute(w, r, rt, start)
+	s.metrics.observeRequest(rt.name, code, time.Since(start))
 }
 
 // headSize approximates the bytes of the request line and headers.
@@ -439,31 +421,56 @@ func (s *Server) builtin(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *Server) serveRoute(w http.ResponseWriter, r *http.Request, rt *route) {
-	// The route's audit events; built lazily, most requests log nothing.
-	log := func() *slog.Logger { return s.audit.With("route", rt.name, "remote", r.RemoteAddr) }
+// serveRoute answers a request on a declared route and returns the status
+// code it answered with (for metrics).
+func (s *Server) serveRoute(w http.ResponseWriter, r *http.Request, rt *route, start time.Time) int {
+	a, code := s.admit(w, r, rt)
+	if code != 0 {
+		return code // refused, invalid or replayed: already answered
+	}
+	return s.runRoute(w, r, rt, a, start)
+}
+
+// routeLog is the logger of a route's audit events, built when one is
+// logged: most requests log none.
+func (s *Server) routeLog(r *http.Request, rt *route) *slog.Logger {
+	return s.audit.With("route", rt.name, "remote", r.RemoteAddr)
+}
+
+// admitted is a request let through to a run.
+type admitted struct {
+	trigger map[string]any
+	key     string // the idempotency key claimed ("" = none)
+	tp      string // the caller's traceparent header
+}
+
+// admit takes a request through the route's checks in the order of
+// WORKFLOW-FORMAT §7 (rate limit, body, auth, parsing, input schema,
+// idempotency) and builds the run's trigger. A request it answers itself
+// comes back with that reply's status code (never 0: net/http refuses
+// codes under 100); an admitted one with 0. It returns before the run
+// starts, so its large stack frame is not under the run's (a request's
+// stack that stays small is not grown and shrunk again around every GC).
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt *route) (admitted, int) {
+	log := func() *slog.Logger { return s.routeLog(r, rt) }
 	if rt.limiter != nil {
 		if ok, wait := rt.limiter.take(); !ok {
 			ms := wait.Milliseconds() + 1
 			w.Header().Set("Retry-After", strconv.FormatInt((ms+999)/1000, 10))
 			log().Warn("http.rate_limited", "retry_after_ms", ms)
-			writeJSON(w, http.StatusTooManyRequests, map[string]any{"error": "rate limited", "retry_after_ms": ms})
-			return
+			return admitted{}, writeJSON(w, http.StatusTooManyRequests, map[string]any{"error": "rate limited", "retry_after_ms": ms})
 		}
 	}
 	if r.ContentLength > MaxBodyBytes {
-		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]any{"error": "request body too large", "limit_bytes": MaxBodyBytes})
-		return
+		return admitted{}, writeJSON(w, http.StatusRequestEntityTooLarge, map[string]any{"error": "request body too large", "limit_bytes": MaxBodyBytes})
 	}
-	body, err := readBody(w, r)
+	body, err := readBody(r)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			writeJSON(w, http.StatusRequestEntityTooLarge, map[string]any{"error": "request body too large", "limit_bytes": MaxBodyBytes})
-			return
+			return admitted{}, writeJSON(w, http.StatusRequestEntityTooLarge, map[string]any{"error": "request body too large", "limit_bytes": MaxBodyBytes})
 		}
-		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "bad request", "detail": "cannot read body: " + err.Error()})
-		return
+		return admitted{}, writeJSON(w, http.StatusBadRequest, map[string]any{"error": "bad request", "detail": "cannot read body: " + err.Error()})
 	}
 
 	principal := map[string]any{"kind": "anonymous", "name": "anonymous"}
@@ -472,28 +479,33 @@ func (s *Server) serveRoute(w http.ResponseWriter, r *http.Request, rt *route) {
 		name, err := v.Verify(r, body)
 		if err != nil {
 			log().Warn("http.auth_denied", "auth", rt.authRef, "detail", err.Error())
-			writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "unauthorized", "detail": err.Error()})
-			return
+			return admitted{}, writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "unauthorized", "detail": err.Error()})
 		}
 		principal = map[string]any{"kind": rt.authKind, "name": name}
 	}
 
 	payload, dropped, err := parseBody(r.Header.Get("Content-Type"), body)
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "bad request", "detail": err.Error()})
-		return
+		return admitted{}, writeJSON(w, http.StatusBadRequest, map[string]any{"error": "bad request", "detail": err.Error()})
 	}
 	for _, field := range dropped {
 		log().Info("http.multipart_file_dropped", "field", field)
 	}
 	if rt.schema != nil {
 		if errs := schemaErrors(rt.schema, payload); errs != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "input does not match input_schema", "details": errs})
-			return
+			return admitted{}, writeJSON(w, http.StatusBadRequest, map[string]any{"error": "input does not match input_schema", "details": errs})
 		}
 	}
 
-	trigger := runtime.MakeTrigger("http", payload)
+	var trigger map[string]any
+	if obj, ok := payload.(map[string]any); ok {
+		// Decoded for this request alone: hoist its fields in place (what
+		// MakeTrigger does with a copy), kind last so it cannot be spoofed.
+		trigger = obj
+		trigger["kind"] = "http"
+	} else {
+		trigger = runtime.MakeTrigger("http", payload)
+	}
 	trigger["principal"] = principal
 	tp := r.Header.Get("Traceparent")
 	if runtime.ValidTraceparent(tp) {
@@ -504,25 +516,29 @@ func (s *Server) serveRoute(w http.ResponseWriter, r *http.Request, rt *route) {
 	if rt.spec.IdempotencyKey != "" {
 		key, err = idempotencyKey(rt.spec.IdempotencyKey, trigger, body)
 		if err != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "bad request", "detail": err.Error()})
-			return
+			return admitted{}, writeJSON(w, http.StatusBadRequest, map[string]any{"error": "bad request", "detail": err.Error()})
 		}
 		claim, entry, takenOver, err := s.idem.begin(rt.name, key)
 		switch {
 		case err != nil:
 			log().Error("http.idempotency_error", "error", err.Error())
-			writeJSON(w, http.StatusInternalServerError, map[string]any{"error": "idempotency store unavailable"})
-			return
+			return admitted{}, writeJSON(w, http.StatusInternalServerError, map[string]any{"error": "idempotency store unavailable"})
 		case claim == claimInFlight:
-			writeJSON(w, http.StatusConflict, map[string]any{"error": "a request with this idempotency key is in flight"})
-			return
+			return admitted{}, writeJSON(w, http.StatusConflict, map[string]any{"error": "a request with this idempotency key is in flight"})
 		case claim == claimReplay:
 			w.Header().Set("X-Idempotent-Replay", "true")
-			write(w, entry.Status, entry.ContentType, entry.Body)
-			return
+			return admitted{}, write(w, entry.Status, entry.ContentType, entry.Body)
 		case takenOver:
 			log().Warn("http.idempotency_takeover", "detail", "in-flight marker older than twice the run timeout")
 		}
+	}
+	return admitted{trigger: trigger, key: key, tp: tp}, 0
+}
+
+// runRoute runs the route's workflow for an admitted request and replies.
+func (s *Server) runRoute(w http.ResponseWriter, r *http.Request, rt *route, a admitted, start time.Time) int {
+	key := a.key
+	if key != "" {
 		// Should the request end before the claim is settled (a panic),
 		// the claim must not outlive it.
 		defer func() {
@@ -531,11 +547,10 @@ func (s *Server) serveRoute(w http.ResponseWriter, r *http.Request, rt *route) {
 			}
 		}()
 	}
-
 	s.runs.Add(1)
 	defer s.runs.Done()
-	rep := s.host.Fire(runtime.WithTraceparent(s.runCtx, tp), runtime.RunOptions{
-		Start: rt.spec.StartNode, Trigger: trigger, Timeout: s.runTimeout()})
+	rep := s.host.Fire(runtime.WithTraceparent(s.runCtx, a.tp), runtime.RunOptions{
+		Start: rt.spec.StartNode, Trigger: a.trigger, Timeout: s.runTimeout()})
 	s.metrics.observeRun(rep)
 	code, ctype, out := reply(rep.Outcome)
 	out = runtime.RedactBytes(out) // before it is stored for replays too
@@ -548,37 +563,45 @@ func (s *Server) serveRoute(w http.ResponseWriter, r *http.Request, rt *route) {
 	// anything else is forgotten (failures stay retryable).
 	if key != "" {
 		st := rep.Outcome.Status
+		var err error
 		if st == runtime.StatusCompleted || st == runtime.StatusPaused {
 			err = s.idem.finish(rt.name, key, rt.ttl, code, ctype, out)
 		} else {
 			err = s.idem.abandon(rt.name, key)
 		}
 		if err != nil {
-			log().Error("http.idempotency_error", "error", err.Error())
+			s.routeLog(r, rt).Error("http.idempotency_error", "error", err.Error())
 		}
 		key = ""
 	}
-	// The write deadline ran while the workflow did: restart it now.
+	// The write deadline (set by net/http once the request head was read)
+	// ran while the workflow did: restart it, unless the request so far
+	// took under 1% of it (most do, and the reply keeps 99% of its time).
 	rc := http.NewResponseController(w)
-	_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
-	write(w, code, ctype, out)
+	if now := time.Now(); now.Sub(start) >= s.cfg.WriteTimeout/100 {
+		_ = rc.SetWriteDeadline(now.Add(s.cfg.WriteTimeout))
+	}
+	code = write(w, code, ctype, out)
 	// On the wire before the run counts as done: an expired drain closes
 	// connections as soon as no run is left.
 	_ = rc.Flush()
+	return code
 }
 
-// readBody reads at most MaxBodyBytes; a declared length sizes the
-// buffer once.
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	body := http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+// readBody reads at most MaxBodyBytes. A declared length (already checked
+// against the limit) sizes the buffer once, and net/http stops the body
+// there; a body of unknown length is cut at the limit.
+func readBody(r *http.Request) ([]byte, error) {
 	if n := r.ContentLength; n >= 0 {
 		buf := make([]byte, n)
-		if _, err := io.ReadFull(body, buf); err != nil {
+		if _, err := io.ReadFull(r.Body, buf); err != nil {
 			return nil, err
 		}
 		return buf, nil
 	}
-	return io.ReadAll(body)
+	// No ResponseWriter: a body over the limit is answered with a 413,
+	// without net/http's Connection: close.
+	return io.ReadAll(http.MaxBytesReader(nil, r.Body, MaxBodyBytes))
 }
 
 // reply maps an outcome to the HTTP answer: the respond node's reply for
@@ -613,20 +636,26 @@ func reply(o *runtime.Outcome) (int, string, []byte) {
 	return code, "application/json", body
 }
 
-func writeJSON(w http.ResponseWriter, code int, v map[string]any) {
+func writeJSON(w http.ResponseWriter, code int, v map[string]any) int {
 	body, err := runtime.EncodeJSON(v)
 	if err != nil {
 		body = []byte(`{"error":"internal error"}`)
 		code = http.StatusInternalServerError
 	}
-	write(w, code, "application/json", body)
+	return write(w, code, "application/json", body)
 }
 
-var nosniff = []string{"nosniff"}
+// Header values shared by every reply (net/http copies the header map
+// when it writes the header, and nothing here changes them in place).
+var (
+	nosniff  = []string{"nosniff"}
+	jsonType = []string{"application/json"}
+)
 
-// write sends a reply. Every body passes the secret redactor: no
-// registered secret value leaves the process, whatever a node put in it.
-func write(w http.ResponseWriter, code int, contentType string, body []byte) {
+// write sends a reply and returns its status code. Every body passes the
+// secret redactor: no registered secret value leaves the process,
+// whatever a node put in it.
+func write(w http.ResponseWriter, code int, contentType string, body []byte) int {
 	body = runtime.RedactBytes(body)
 	if code == http.StatusNoContent || code == http.StatusNotModified {
 		body = nil // these statuses carry no body
@@ -634,9 +663,14 @@ func write(w http.ResponseWriter, code int, contentType string, body []byte) {
 	// Canonical keys assigned directly: Header.Set would re-canonicalize
 	// them on every reply.
 	h := w.Header()
-	h["Content-Type"] = []string{contentType}
+	if contentType == "application/json" {
+		h["Content-Type"] = jsonType
+	} else {
+		h["Content-Type"] = []string{contentType}
+	}
 	h["Content-Length"] = []string{strconv.Itoa(len(body))}
 	h["X-Content-Type-Options"] = nosniff
 	w.WriteHeader(code)
 	_, _ = w.Write(body)
+	return code
 }
