@@ -14,6 +14,7 @@ func Render(tmpl string, input any, run *Run) string {
 		return tmpl
 	}
 	var b strings.Builder
+	b.Grow(len(tmpl) + 16) // most renders fit: one allocation instead of several
 	rest := tmpl
 	for {
 		open := strings.Index(rest, "{{")

@@ -6,7 +6,9 @@ package control
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/kilnworks/kiln/runtime"
@@ -110,6 +112,9 @@ func prepareRespond(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, err
 		return nil, fmt.Errorf("content_type contains a line break")
 	}
 	tmpl, inputFrom := n.BodyTemplate, n.InputFrom
+	// The output is built in the engine's value model (json.Number), so it
+	// needs no normalising copy on every reply.
+	statusNumber := json.Number(strconv.Itoa(status))
 	return func(_ context.Context, c *runtime.Call) (runtime.Result, error) {
 		var input any = c.Run.Trigger()
 		if inputFrom != "" {
@@ -117,7 +122,8 @@ func prepareRespond(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, err
 		}
 		body := runtime.Render(tmpl, input, c.Run)
 		return runtime.Result{
-			Value:   map[string]any{"status": status, "content_type": contentType, "bytes": len(body)},
+			Value: map[string]any{"status": statusNumber, "content_type": contentType,
+				"bytes": json.Number(strconv.Itoa(len(body)))},
 			Respond: &runtime.HTTPResponse{Status: status, ContentType: contentType, Body: body},
 		}, nil
 	}, nil
