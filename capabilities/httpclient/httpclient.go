@@ -34,12 +34,14 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	neturl "net/url"
 	"regexp"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/runtime/policy"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
@@ -139,7 +141,7 @@ func do(ctx context.Context, c *runtime.Call, method string, headers []header) (
 	if err != nil {
 		return runtime.Result{}, err
 	}
-	explicit, err := c.Run.Policy().HTTP(method, url)
+	explicit, err := c.Run.Policy().HTTP(policyRequest(method, url))
 	if err != nil {
 		return runtime.Result{}, err
 	}
@@ -380,4 +382,14 @@ func newClient(guardDial bool, roots *x509.CertPool) *http.Client {
 			return http.ErrUseLastResponse
 		},
 	}
+}
+
+// policyRequest is what the policy checks of a request to rawURL; a URL
+// that does not parse leaves the parts empty, which the policy refuses.
+func policyRequest(method, rawURL string) policy.HTTPRequest {
+	r := policy.HTTPRequest{Method: method, URL: rawURL}
+	if u, err := neturl.Parse(rawURL); err == nil {
+		r.Scheme, r.Host, r.Path = u.Scheme, u.Host, u.Path
+	}
+	return r
 }

@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -228,15 +227,26 @@ func (p *Policy) EnvRead(key string) error {
 	return nil
 }
 
+// HTTPRequest is an outbound request as the policy sees it. The caller
+// parses the URL (with net/url), so binaries that make no HTTP requests do
+// not link a URL parser through the policy.
+type HTTPRequest struct {
+	Method string
+	URL    string // as written: matched against [policy.http] urls
+	// Scheme, Host and Path of the parsed URL (Path decoded); all empty
+	// when the URL did not parse.
+	Scheme, Host, Path string
+}
+
 // HTTP checks an outbound request. explicit reports whether the URL was
 // allowed by a pattern naming its host literally (the SSRF guard lets such
 // requests reach private addresses).
-func (p *Policy) HTTP(method, rawURL string) (explicit bool, err error) {
-	u, perr := url.Parse(rawURL)
-	if perr != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+func (p *Policy) HTTP(r HTTPRequest) (explicit bool, err error) {
+	method, rawURL := r.Method, r.URL
+	if (r.Scheme != "http" && r.Scheme != "https") || r.Host == "" {
 		return false, deny("http.request", rawURL, "not an absolute http(s) URL")
 	}
-	for _, seg := range strings.Split(u.Path, "/") {
+	for _, seg := range strings.Split(r.Path, "/") {
 		if seg == ".." {
 			return false, deny("http.request", rawURL, "URL path contains a '..' segment")
 		}
@@ -260,7 +270,7 @@ func (p *Policy) HTTP(method, rawURL string) (explicit bool, err error) {
 	}
 	for _, pat := range p.spec.HTTP.URLs {
 		if Match(pat, rawURL) {
-			return pat != "*" && namesHost(pat, u.Host), nil
+			return pat != "*" && namesHost(pat, r.Host), nil
 		}
 	}
 	return false, deny("http.request", rawURL, "not in the allowlist")

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -73,7 +74,7 @@ func TestAllowAllWithoutPolicy(t *testing.T) {
 	if err := p.EnvRead("ANY"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.HTTP("DELETE", "https://example.invalid/x"); err != nil {
+	if _, err := httpCheck(p, "DELETE", "https://example.invalid/x"); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.MCPTool("s", "t"); err != nil {
@@ -93,7 +94,7 @@ func TestDenyByDefaultPerFamily(t *testing.T) {
 	mustDenial(t, p.EnvRead("PATH"), "env.read", "PATH")
 	_, err := p.FSRead(t.TempDir())
 	mustDenial(t, err, "fs.read", "/")
-	_, err = p.HTTP("GET", "http://example.invalid/")
+	_, err = httpCheck(p, "GET", "http://example.invalid/")
 	mustDenial(t, err, "http.request", "example.invalid")
 	mustDenial(t, p.Shell("/bin/true"), "shell.run", "true")
 	mustDenial(t, p.MCPTool("", "say_hi"), "mcp.tool", "say_hi")
@@ -211,29 +212,29 @@ func TestHTTP(t *testing.T) {
 		URLs:    []string{"http://127.0.0.1:8080/*", "https://api.example/v1/**"},
 		Methods: []string{"GET", "post"},
 	}})
-	explicit, err := p.HTTP("POST", "http://127.0.0.1:8080/hook")
+	explicit, err := httpCheck(p, "POST", "http://127.0.0.1:8080/hook")
 	if err != nil || !explicit {
 		t.Fatalf("allowed url: explicit=%v err=%v", explicit, err)
 	}
-	if _, err := p.HTTP("GET", "https://api.example/v1/items?q=1"); err != nil {
+	if _, err := httpCheck(p, "GET", "https://api.example/v1/items?q=1"); err != nil {
 		t.Fatal(err)
 	}
-	_, err = p.HTTP("DELETE", "http://127.0.0.1:8080/hook")
+	_, err = httpCheck(p, "DELETE", "http://127.0.0.1:8080/hook")
 	mustDenial(t, err, "http.request", "DELETE")
-	_, err = p.HTTP("GET", "https://api.example/v2/items")
+	_, err = httpCheck(p, "GET", "https://api.example/v2/items")
 	mustDenial(t, err, "http.request", "v2")
-	_, err = p.HTTP("GET", "https://api.example/v1/../admin")
+	_, err = httpCheck(p, "GET", "https://api.example/v1/../admin")
 	mustDenial(t, err, "http.request", "admin")
-	_, err = p.HTTP("GET", "https://api.example/v1/%2e%2e/admin")
+	_, err = httpCheck(p, "GET", "https://api.example/v1/%2e%2e/admin")
 	mustDenial(t, err, "http.request", "admin")
-	_, err = p.HTTP("GET", "ftp://api.example/v1/x")
+	_, err = httpCheck(p, "GET", "ftp://api.example/v1/x")
 	mustDenial(t, err, "http.request", "ftp")
-	_, err = p.HTTP("GET", "/relative")
+	_, err = httpCheck(p, "GET", "/relative")
 	mustDenial(t, err, "http.request", "relative")
 
 	// methods empty = any; "*" allows any URL but names no host.
 	p = New(&workflow.Policy{HTTP: &workflow.HTTPPolicy{URLs: []string{"*"}}})
-	explicit, err = p.HTTP("PATCH", "http://10.0.0.1/x")
+	explicit, err = httpCheck(p, "PATCH", "http://10.0.0.1/x")
 	if err != nil || explicit {
 		t.Fatalf("wildcard: explicit=%v err=%v", explicit, err)
 	}
@@ -279,4 +280,13 @@ func TestMCP(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustDenial(t, p.MCPResource("docs", "docs://admin/1"), "mcp.resource", "admin")
+}
+
+// httpCheck parses rawURL as an HTTP client does and asks the policy.
+func httpCheck(p *Policy, method, rawURL string) (bool, error) {
+	r := HTTPRequest{Method: method, URL: rawURL}
+	if u, err := url.Parse(rawURL); err == nil {
+		r.Scheme, r.Host, r.Path = u.Scheme, u.Host, u.Path
+	}
+	return p.HTTP(r)
 }
