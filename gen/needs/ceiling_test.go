@@ -93,3 +93,34 @@ func TestOTelEndpointNeed(t *testing.T) {
 		t.Errorf("no endpoint: %s (%v)", ids(eff), err)
 	}
 }
+
+// An openai-compatible backend has no built-in key or host: the backend's
+// own api_key_env and base_url are its needs, outside the policy ceiling.
+func TestOpenAICompatibleBackendNeeds(t *testing.T) {
+	wf := &workflow.Workflow{Name: "w",
+		Intelligence: &workflow.Intelligence{Backends: []workflow.Backend{
+			{Name: "local", Provider: "openai-compatible", Model: "m", BaseURL: "http://LLM.internal:8000/v1", APIKeyEnv: "LOCAL_LLM_KEY"},
+			{Name: "open", Provider: "openai-compatible", Model: "m", BaseURL: "http://127.0.0.1:11434/v1"},
+		}},
+		Policy: &workflow.Policy{HTTP: &workflow.HTTPPolicy{URLs: []string{"https://api.example.com/**"}}}}
+	eff, err := Compute(Input{Workflow: wf, Families: []string{"control", "llm"}, Catalogs: []*Catalog{Builtin()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"secret:LOCAL_LLM_KEY", "network:llm.internal", "network:127.0.0.1"} {
+		n := find(eff, id)
+		if n == nil {
+			t.Fatalf("%s missing: %s", id, ids(eff))
+		}
+		if n.BeyondPolicy != "" || n.Optional || len(n.Sources) != 1 || n.Sources[0] != "intelligence:openai-compatible" {
+			t.Errorf("%s: %+v", id, n)
+		}
+	}
+	if strings.Count(ids(eff), "secret:") != 1 {
+		t.Errorf("a backend without api_key_env needs no key: %s", ids(eff))
+	}
+	eff, err = Compute(Input{Workflow: wf, Families: []string{"control"}, Catalogs: []*Catalog{Builtin()}})
+	if err != nil || strings.Contains(ids(eff), "LOCAL_LLM_KEY") {
+		t.Errorf("without the llm family: %s (%v)", ids(eff), err)
+	}
+}

@@ -300,6 +300,23 @@ func derived(wf *workflow.Workflow, families []string) []derivedNeed {
 				add("mcp:"+m.Name, networkNeed(u.Hostname(), false))
 			}
 		}
+		// Built-in providers get their key and host from the catalog
+		// (rewriteProviderNeeds); an openai-compatible server has no
+		// conventional ones, so its backend states them.
+		if w.Intelligence != nil && has["llm"] {
+			for _, b := range w.Intelligence.Backends {
+				if b.Provider != "openai-compatible" {
+					continue
+				}
+				const class = "intelligence:openai-compatible"
+				if b.APIKeyEnv != "" {
+					add(class, secretNeed(b.APIKeyEnv, "API key of intelligence backend "+b.Name, false))
+				}
+				if u, err := url.Parse(b.BaseURL); err == nil && u.Hostname() != "" {
+					add(class, networkNeed(u.Hostname(), false))
+				}
+			}
+		}
 		// The OTLP collector is operator configuration kiln reaches itself
 		// ([logging.otel] endpoint), not an http_request target: the
 		// workflow's policy.http does not cap it. With no endpoint the SDK
