@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/kilnworks/kiln/runtime"
@@ -20,13 +21,17 @@ import (
 // <state-dir>/idempotency/, one file per (route, key), written
 // atomically. Webhook providers deliver at least once; a redelivery
 // within the TTL gets the recorded reply instead of a second run.
+//
+// A claim is an exclusive flock on the pair's .lock file, held for the
+// whole run: every process sharing the state directory sees it (two
+// servers cannot both run one key), and it dies with its process, so the
+// key of a crashed run is free again at once.
 type idemStore struct {
-	dir   string
-	now   func() time.Time
-	stale time.Duration // an in-flight marker older than this is a crashed run
+	dir string
+	now func() time.Time
 
-	mu       sync.Mutex
-	inflight map[string]bool // files this process is running right now
+	mu   sync.Mutex
+	held map[string]*os.File // path -> lock file of each claim this process holds
 }
 
 // idemEntry is one file: an in-flight marker or a recorded reply.
@@ -40,14 +45,47 @@ type idemEntry struct {
 	Body        []byte `json:"body,omitempty"`
 }
 
-func newIdemStore(stateDir string, stale time.Duration, now func() time.Time) *idemStore {
-	return &idemStore{dir: filepath.Join(stateDir, "idempotency"), now: now, stale: stale, inflight: map[string]bool{}}
+func newIdemStore(stateDir string, now func() time.Time) *idemStore {
+	return &idemStore{dir: filepath.Join(stateDir, "idempotency"), now: now, held: map[string]*os.File{}}
 }
 
 // file names a (route, key) pair; the key itself is never stored.
 func (s *idemStore) file(route, key string) string {
 	sum := sha256.Sum256([]byte(route + "\n" + key))
 	return filepath.Join(s.dir, hex.EncodeToString(sum[:])+".json")
+}
+
+func lockFile(path string) string { return strings.TrimSuffix(path, ".json") + ".lock" }
+
+// lock takes the claim lock of path without waiting; ok is false while
+// another holder (this process or another) has it.
+func (s *idemStore) lock(path string) (f *os.File, ok bool, err error) {
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return nil, false, fmt.Errorf("idempotency store: %w", err)
+	}
+	name := lockFile(path)
+	for range 3 {
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, false, fmt.Errorf("idempotency store: %w", err)
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			f.Close()
+			if errors.Is(err, syscall.EWOULDBLOCK) {
+				return nil, false, nil
+			}
+			return nil, false, fmt.Errorf("idempotency store: lock: %w", err)
+		}
+		// A sweep may have unlinked the file between open and lock; a lock
+		// on a file no longer at that name guards nothing: try again.
+		fi, ferr := f.Stat()
+		ni, nerr := os.Stat(name)
+		if ferr == nil && nerr == nil && os.SameFile(fi, ni) {
+			return f, true, nil
+		}
+		f.Close()
+	}
+	return nil, false, fmt.Errorf("idempotency store: %s keeps being replaced", filepath.Base(name))
 }
 
 // claim outcomes.
@@ -57,15 +95,20 @@ const (
 	claimInFlight        // the same key is running now: 409
 )
 
-// begin claims (route, key). takenOver reports a stale marker of a
-// crashed run that was replaced.
+// begin claims (route, key). takenOver reports the in-flight marker of a
+// run whose process is gone (it crashed holding the claim).
 func (s *idemStore) begin(route, key string) (result int, e *idemEntry, takenOver bool, err error) {
 	path := s.file(route, key)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.inflight[path] {
-		return claimInFlight, nil, false, nil
+	f, ok, err := s.lock(path)
+	if err != nil || !ok {
+		return claimInFlight, nil, false, err
 	}
+	release := true
+	defer func() {
+		if release {
+			f.Close() // closing the descriptor releases the lock
+		}
+	}()
 	now := s.now()
 	data, err := os.ReadFile(path)
 	switch {
@@ -83,38 +126,45 @@ func (s *idemStore) begin(route, key string) (result int, e *idemEntry, takenOve
 				return claimReplay, &old, false, nil
 			}
 		case "in_flight":
-			if now.Sub(time.UnixMilli(old.CreatedMS)) < s.stale {
-				return claimInFlight, nil, false, nil
-			}
-			takenOver = true
+			takenOver = true // we hold the lock: its run is gone
 		}
 	}
 	marker := idemEntry{State: "in_flight", Route: route, CreatedMS: now.UnixMilli()}
 	if err := s.write(path, &marker); err != nil {
 		return 0, nil, false, err
 	}
-	s.inflight[path] = true
+	s.mu.Lock()
+	s.held[path] = f
+	s.mu.Unlock()
+	release = false
 	return claimRun, nil, takenOver, nil
 }
 
-// finish records a reply for ttl.
+// unlock releases the claim of path this process holds.
+func (s *idemStore) unlock(path string) {
+	s.mu.Lock()
+	f := s.held[path]
+	delete(s.held, path)
+	s.mu.Unlock()
+	if f != nil {
+		f.Close()
+	}
+}
+
+// finish records a reply for ttl and releases the claim.
 func (s *idemStore) finish(route, key string, ttl time.Duration, status int, contentType string, body []byte) error {
 	path := s.file(route, key)
+	defer s.unlock(path)
 	now := s.now()
 	e := idemEntry{State: "done", Route: route, CreatedMS: now.UnixMilli(), ExpiresMS: now.Add(ttl).UnixMilli(),
 		Status: status, ContentType: contentType, Body: body}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.inflight, path)
 	return s.write(path, &e)
 }
 
 // abandon forgets a claim, so the key stays retryable (failed runs).
 func (s *idemStore) abandon(route, key string) error {
 	path := s.file(route, key)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.inflight, path)
+	defer s.unlock(path)
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("idempotency store: %w", err)
 	}
@@ -132,26 +182,39 @@ func (s *idemStore) write(path string, e *idemEntry) error {
 	return nil
 }
 
-// sweep deletes expired replies (start-up housekeeping).
+// sweep deletes expired replies and the lock files of keys with no reply
+// (start-up housekeeping), each under its lock so no live claim is lost.
 func (s *idemStore) sweep() {
 	entries, err := os.ReadDir(s.dir)
 	if err != nil {
 		return
 	}
 	now := s.now().UnixMilli()
+	seen := map[string]bool{}
 	for _, de := range entries {
-		if !strings.HasSuffix(de.Name(), ".json") {
+		name, ok := strings.CutSuffix(de.Name(), ".lock")
+		if !ok {
+			name, ok = strings.CutSuffix(de.Name(), ".json")
+		}
+		if !ok || seen[name] {
 			continue
 		}
-		path := filepath.Join(s.dir, de.Name())
-		data, err := os.ReadFile(path)
-		if err != nil {
+		seen[name] = true
+		path := filepath.Join(s.dir, name+".json")
+		f, ok, err := s.lock(path)
+		if err != nil || !ok {
 			continue
 		}
 		var e idemEntry
-		if json.Unmarshal(data, &e) == nil && e.State == "done" && now >= e.ExpiresMS {
+		data, rerr := os.ReadFile(path)
+		switch {
+		case errors.Is(rerr, fs.ErrNotExist):
+			_ = os.Remove(lockFile(path))
+		case rerr == nil && json.Unmarshal(data, &e) == nil && e.State == "done" && now >= e.ExpiresMS:
 			_ = os.Remove(path)
+			_ = os.Remove(lockFile(path))
 		}
+		f.Close()
 	}
 }
 

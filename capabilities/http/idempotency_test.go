@@ -1,12 +1,17 @@
 package http
 
 import (
+	"bufio"
 	"encoding/json"
+	"fmt"
+	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -134,7 +139,11 @@ func TestIdempotencyConcurrentDuplicate(t *testing.T) {
 	}
 }
 
-func TestIdempotencyStaleMarkerAndTTL(t *testing.T) {
+// TestIdempotencyClaimsAcrossProcessesAndTTL: a claim is a lock held by
+// the running process. Another live process's claim answers 409; the
+// marker of a process that is gone is taken over at once; replies expire
+// after their TTL.
+func TestIdempotencyClaimsAcrossProcessesAndTTL(t *testing.T) {
 	clock := time.Now()
 	var mu sync.Mutex
 	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
@@ -151,31 +160,143 @@ idempotency_ttl_secs = 60`), setup{cfg: Config{}})
 	}
 	ts := serve(t, s, buf, false)
 
-	// A marker left by a crashed process: fresh markers block (409) ...
-	path := s.idem.file("POST /hook", "s:crashed")
-	marker, _ := json.Marshal(idemEntry{State: "in_flight", Route: "POST /hook", CreatedMS: now().UnixMilli()})
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, marker, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ts.do(t, "POST", "/hook", `{"id":"crashed"}`).expect(t, 409)
-	// ... until they are older than twice the run timeout.
-	advance(21 * time.Second)
+	// Another server process sharing the state directory is running
+	// "busy": it holds the claim lock and wrote its marker.
+	path := s.idem.file("POST /hook", "s:busy")
+	writeMarker(t, path, now())
+	holder := holdLock(t, lockFile(path))
+	ts.do(t, "POST", "/hook", `{"id":"busy"}`).expect(t, 409)
+	// When that process dies, its claim dies with it: no timer to wait out.
+	holder.release()
 	before := runCount.Load()
-	ts.do(t, "POST", "/hook", `{"id":"crashed"}`).expect(t, 200)
+	ts.do(t, "POST", "/hook", `{"id":"busy"}`).expect(t, 200)
 	if runCount.Load()-before != 1 || !strings.Contains(buf.String(), "http.idempotency_takeover") {
-		t.Fatal("stale marker not taken over")
+		t.Fatalf("the dead process's marker was not taken over:\n%s", buf.String())
 	}
+
+	// A marker whose process crashed long ago (no lock) is taken over too.
+	crashed := s.idem.file("POST /hook", "s:crashed")
+	writeMarker(t, crashed, now())
+	ts.do(t, "POST", "/hook", `{"id":"crashed"}`).expect(t, 200)
 	r := ts.do(t, "POST", "/hook", `{"id":"crashed"}`).expect(t, 200)
 	if r.header.Get("X-Idempotent-Replay") != "true" {
 		t.Fatal("no replay within TTL")
 	}
 	// After the TTL the key runs again.
 	advance(61 * time.Second)
+	before = runCount.Load()
 	r = ts.do(t, "POST", "/hook", `{"id":"crashed"}`).expect(t, 200)
-	if r.header.Get("X-Idempotent-Replay") != "" || runCount.Load()-before != 2 {
+	if r.header.Get("X-Idempotent-Replay") != "" || runCount.Load()-before != 1 {
 		t.Fatal("expired entry replayed")
+	}
+}
+
+func writeMarker(t *testing.T, path string, at time.Time) {
+	t.Helper()
+	marker, _ := json.Marshal(idemEntry{State: "in_flight", Route: "POST /hook", CreatedMS: at.UnixMilli()})
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, marker, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// lockHolder is another process holding an flock, as a second kiln server
+// running the same key would.
+type lockHolder struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+}
+
+// holdLock starts this test binary as a child that locks path and keeps
+// the lock until release (or until the test ends).
+func holdLock(t *testing.T, path string) *lockHolder {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperHoldLock$")
+	cmd.Env = append(os.Environ(), "KILN_TEST_HOLD_LOCK="+path)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	h := &lockHolder{cmd: cmd, stdin: stdin}
+	t.Cleanup(h.release)
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || line != "locked\n" {
+		t.Fatalf("lock holder: %q %v", line, err)
+	}
+	return h
+}
+
+func (h *lockHolder) release() {
+	if h.stdin != nil {
+		h.stdin.Close() // the child exits when its stdin closes
+		_ = h.cmd.Wait()
+		h.stdin = nil
+	}
+}
+
+// TestHelperHoldLock is the child of holdLock, not a test of its own.
+func TestHelperHoldLock(t *testing.T) {
+	path := os.Getenv("KILN_TEST_HOLD_LOCK")
+	if path == "" {
+		t.Skip("helper process for holdLock")
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println("locked")
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	os.Exit(0)
+}
+
+// TestIdempotencySweep: start-up housekeeping removes expired replies and
+// orphaned lock files, keeps live replies, and never touches a key whose
+// claim another process holds.
+func TestIdempotencySweep(t *testing.T) {
+	clock := time.Now()
+	s := newIdemStore(t.TempDir(), func() time.Time { return clock })
+	reply := func(key string, ttl time.Duration) string {
+		if claim, _, _, err := s.begin("POST /hook", key); err != nil || claim != claimRun {
+			t.Fatalf("claim %s: %d %v", key, claim, err)
+		}
+		if err := s.finish("POST /hook", key, ttl, 200, "application/json", []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+		return s.file("POST /hook", key)
+	}
+	expired, live := reply("old", time.Minute), reply("new", time.Hour)
+	busy := s.file("POST /hook", "busy")
+	writeMarker(t, busy, clock)
+	holder := holdLock(t, lockFile(busy))
+	orphan := lockFile(s.file("POST /hook", "abandoned"))
+	if err := os.WriteFile(orphan, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	clock = clock.Add(2 * time.Minute)
+	s.sweep()
+	exists := func(p string) bool { _, err := os.Stat(p); return err == nil }
+	for p, want := range map[string]bool{
+		expired: false, lockFile(expired): false, orphan: false,
+		live: true, busy: true, lockFile(busy): true,
+	} {
+		if exists(p) != want {
+			t.Errorf("%s exists = %v, want %v", filepath.Base(p), !want, want)
+		}
+	}
+	holder.release()
+	if claim, _, takenOver, err := s.begin("POST /hook", "busy"); err != nil || claim != claimRun || !takenOver {
+		t.Fatalf("after the holder exits: %d %v %v", claim, takenOver, err)
 	}
 }

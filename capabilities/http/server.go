@@ -188,19 +188,10 @@ func (s *Server) newRoute(spec workflow.HTTPRoute) (*route, error) {
 			rt.ttl = time.Duration(*t) * time.Second
 		}
 		if s.idem == nil {
-			s.idem = newIdemStore(h.Engine.StateDir, 2*s.staleAfter(), s.now)
+			s.idem = newIdemStore(h.Engine.StateDir, s.now)
 		}
 	}
 	return rt, nil
-}
-
-// staleAfter is the run timeout an in-flight idempotency marker is
-// measured against; with no timeout at all, 15 minutes.
-func (s *Server) staleAfter() time.Duration {
-	if t := s.runTimeout(); t > 0 {
-		return t
-	}
-	return 15 * time.Minute
 }
 
 func (s *Server) runTimeout() time.Duration {
@@ -529,7 +520,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt *route) (admit
 			w.Header().Set("X-Idempotent-Replay", "true")
 			return admitted{}, write(w, entry.Status, entry.ContentType, entry.Body)
 		case takenOver:
-			log().Warn("http.idempotency_takeover", "detail", "in-flight marker older than twice the run timeout")
+			log().Warn("http.idempotency_takeover", "detail", "in-flight marker of a run whose process is gone")
 		}
 	}
 	return admitted{trigger: trigger, key: key, tp: tp}, 0
