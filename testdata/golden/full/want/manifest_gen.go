@@ -196,7 +196,7 @@ const ManifestBlob = "\x00KILN-MANIFEST\x0000004198\x00{\n" +
 	"      \"sha256\": \"a85d7e9101a0f58cd6b075e3653bf667d84d8a1422f18ad4ec3694dd78aadcce\"\n" +
 	"    }\n" +
 	"  ],\n" +
-	"  \"effective_needs_sha256\": \"a3dd28197729e500651c42d4ba050a2f355eabcd849043c23883e350a90889da\",\n" +
+	"  \"effective_needs_sha256\": \"f17e2c7aabe285c0cc91196774a456c50c7c8d58743f633d3c35273e74821534\",\n" +
 	"  \"tables_sha256\": \"78f5d8cee295706dceefc621b94f9d63ff6ffbed66d1b409ba617cab6c9e2947\"\n" +
 	"}\n" +
 	"\x00KILN-MANIFEST-END\x00"
