@@ -395,6 +395,16 @@ func (c *checker) checkLogging() {
 	if a := l.Audit; a != nil && !validLogTarget(a.Target) {
 		bad("[logging.audit]: target %q must be stderr, stdout or file:PATH", a.Target)
 	}
+	switch l.Rotation {
+	case "", "never":
+	case "minutely", "hourly", "daily":
+		// Only files rotate: on the standard streams it would be ignored.
+		if !strings.HasPrefix(l.Target, "file:") && (l.Audit == nil || !strings.HasPrefix(l.Audit.Target, "file:")) {
+			bad("[logging]: rotation %q needs a file:PATH target ([logging] or [logging.audit]); stderr and stdout are not rotated", l.Rotation)
+		}
+	default:
+		bad("[logging]: rotation %q must be never, minutely, hourly or daily", l.Rotation)
+	}
 	if o := l.OTel; o != nil {
 		if o.Endpoint != "" && !isHTTPURL(o.Endpoint) {
 			bad("[logging.otel]: endpoint %q must be an http(s) URL", o.Endpoint)

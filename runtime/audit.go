@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // The audit log is a log/slog logger. Events the engine emits:
@@ -30,13 +31,22 @@ type AuditOptions struct {
 	// [REDACTED] ([logging.audit] redact_fields); DropFields names
 	// attributes left out entirely (reason, for include_reason = false).
 	RedactFields, DropFields []string
+	// Rotation applies to file targets: never (default), minutely, hourly
+	// or daily (see rotationPeriod).
+	Rotation string
+	// AuditTarget is a dedicated audit sink ([logging.audit] target): every
+	// event is written to it as well as to Target, once when both name the
+	// same stream or file.
+	AuditTarget string
 	// Stdout and Stderr stand in for the process streams (tests, embedding).
 	Stdout, Stderr io.Writer
+	// Now is the clock rotation reads (default time.Now).
+	Now func() time.Time
 }
 
 // NewAuditLogger builds the audit logger. Every record passes through the
 // redaction of RedactValue before it is formatted. The returned closer
-// releases a file target (a no-op for the standard streams).
+// releases the file targets (a no-op for the standard streams).
 func NewAuditLogger(o AuditOptions) (*slog.Logger, io.Closer, error) {
 	level, off, err := ParseLogLevel(o.Level)
 	if err != nil {
@@ -45,35 +55,32 @@ func NewAuditLogger(o AuditOptions) (*slog.Logger, io.Closer, error) {
 	if o.Disabled || off {
 		return slog.New(slog.DiscardHandler), nopCloser{}, nil
 	}
-	var w io.Writer
-	var closer io.Closer = nopCloser{}
-	switch target := o.Target; {
-	case target == "" || target == "stderr":
-		w = o.Stderr
-		if w == nil {
-			w = os.Stderr
-		}
-	case target == "stdout":
-		w = o.Stdout
-		if w == nil {
-			w = os.Stdout
-		}
-	case strings.HasPrefix(target, "file:"):
-		path := strings.TrimPrefix(target, "file:")
-		if path == "" {
-			return nil, nil, fmt.Errorf("log target %q: empty file path", target)
-		}
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return nil, nil, fmt.Errorf("log target %q: %w", target, err)
-		}
-		// Append mode: several invocations may share one log file.
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	period, layout, err := rotationPeriod(o.Rotation)
+	if err != nil {
+		return nil, nil, err
+	}
+	dest, err := logDest(o.Target)
+	if err != nil {
+		return nil, nil, err
+	}
+	w, closer, err := openSink(dest, o.Target, &o, period, layout)
+	if err != nil {
+		return nil, nil, err
+	}
+	if o.AuditTarget != "" {
+		adest, err := logDest(o.AuditTarget)
 		if err != nil {
-			return nil, nil, fmt.Errorf("log target %q: %w", target, err)
+			closer.Close()
+			return nil, nil, err
 		}
-		w, closer = &lockedWriter{w: f}, f
-	default:
-		return nil, nil, fmt.Errorf("log target %q: want stderr, stdout or file:PATH", target)
+		if adest != dest {
+			aw, acloser, err := openSink(adest, o.AuditTarget, &o, period, layout)
+			if err != nil {
+				closer.Close()
+				return nil, nil, err
+			}
+			w, closer = teeWriter{w, aw}, closers{closer, acloser}
+		}
 	}
 	opts := &slog.HandlerOptions{Level: level}
 	var h slog.Handler
@@ -129,6 +136,85 @@ func ParseLogLevel(s string) (level slog.Level, off bool, err error) {
 		return 0, false, fmt.Errorf("log level %q: want trace, debug, info, warn, error or off", part)
 	}
 	return slog.LevelInfo, false, nil
+}
+
+// logDest names the destination of a log target: stderr, stdout or
+// file:ABSPATH, so that two targets naming the same one compare equal.
+func logDest(target string) (string, error) {
+	switch {
+	case target == "" || target == "stderr":
+		return "stderr", nil
+	case target == "stdout":
+		return "stdout", nil
+	case strings.HasPrefix(target, "file:"):
+		path := strings.TrimPrefix(target, "file:")
+		if path == "" {
+			return "", fmt.Errorf("log target %q: empty file path", target)
+		}
+		// Absolute, so that a rotated file opened later does not depend on
+		// the working directory.
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return "", fmt.Errorf("log target %q: %w", target, err)
+		}
+		return "file:" + abs, nil
+	}
+	return "", fmt.Errorf("log target %q: want stderr, stdout or file:PATH", target)
+}
+
+// openSink opens the destination dest (from logDest) of target.
+func openSink(dest, target string, o *AuditOptions, period time.Duration, layout string) (io.Writer, io.Closer, error) {
+	switch dest {
+	case "stderr":
+		if o.Stderr != nil {
+			return o.Stderr, nopCloser{}, nil
+		}
+		return os.Stderr, nopCloser{}, nil
+	case "stdout":
+		if o.Stdout != nil {
+			return o.Stdout, nopCloser{}, nil
+		}
+		return os.Stdout, nopCloser{}, nil
+	}
+	path := strings.TrimPrefix(dest, "file:")
+	if period > 0 {
+		r, err := openRotatingFile(path, period, layout, o.Now)
+		if err != nil {
+			return nil, nil, fmt.Errorf("log target %q: %w", target, err)
+		}
+		return r, r, nil
+	}
+	f, err := openLogFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("log target %q: %w", target, err)
+	}
+	return &lockedWriter{w: f}, f, nil
+}
+
+// teeWriter writes each line to every sink: one that fails does not keep
+// the line from the others.
+type teeWriter []io.Writer
+
+func (t teeWriter) Write(p []byte) (int, error) {
+	var first error
+	for _, w := range t {
+		if _, err := w.Write(p); err != nil && first == nil {
+			first = err
+		}
+	}
+	return len(p), first
+}
+
+type closers []io.Closer
+
+func (cs closers) Close() error {
+	var first error
+	for _, c := range cs {
+		if err := c.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 type nopCloser struct{}

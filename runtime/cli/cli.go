@@ -247,10 +247,7 @@ func Main(args []string, o Options) int {
 	attachBuild(host, o) // preflight.go: for the discovery documents
 	otelLinked := slices.ContainsFunc(exts, func(e runtime.Extension) bool { return e.Name == "otel" })
 	if ignored := unsupportedLogging(o.Workflow.Logging, otelLinked); len(ignored) > 0 {
-		detail := "kiln writes one audit stream to [logging] target, without rotation"
-		if !otelLinked {
-			detail += "; this binary does not link the otel capability family, so nothing is exported over OpenTelemetry"
-		}
+		detail := "this binary does not link the otel capability family, so nothing is exported over OpenTelemetry"
 		audit.Warn("logging.unsupported", "workflow", o.Workflow.Name, "ignored", strings.Join(ignored, ", "), "detail", detail)
 	}
 	if prog.Policy.AllowAll() {
@@ -311,17 +308,16 @@ func auditOptions(s *settings, o Options) runtime.AuditOptions {
 			a.Format = lg.Format
 		}
 		if a.Target == "" {
-			a.Target = lg.Target
-			// A relative file in the workflow is relative to the workflow
-			// file (flags stay relative to the working directory).
-			if p, ok := strings.CutPrefix(a.Target, "file:"); ok && p != "" && !filepath.IsAbs(p) && o.Workflow.Source != "" {
-				a.Target = "file:" + filepath.Join(filepath.Dir(o.Workflow.Source), p)
-			}
+			a.Target = workflowLogTarget(lg.Target, o.Workflow.Source)
 		}
+		a.Rotation = lg.Rotation
 		if lg.Enabled != nil && !*lg.Enabled {
 			a.Disabled = true
 		}
 		if au := lg.Audit; au != nil {
+			// --log-target overrides [logging] target only: the dedicated
+			// audit sink stays.
+			a.AuditTarget = workflowLogTarget(au.Target, o.Workflow.Source)
 			a.RedactFields = au.RedactFields
 			if au.IncludeReason != nil && !*au.IncludeReason {
 				a.DropFields = []string{"reason"}
@@ -329,6 +325,16 @@ func auditOptions(s *settings, o Options) runtime.AuditOptions {
 		}
 	}
 	return a
+}
+
+// workflowLogTarget resolves a target written in the workflow: a relative
+// file is relative to the workflow file (flags stay relative to the
+// working directory).
+func workflowLogTarget(target, source string) string {
+	if p, ok := strings.CutPrefix(target, "file:"); ok && p != "" && !filepath.IsAbs(p) && source != "" {
+		return "file:" + filepath.Join(filepath.Dir(source), p)
+	}
+	return target
 }
 
 // unsupportedLogging lists the [logging] settings kiln accepts (reference
@@ -339,17 +345,10 @@ func unsupportedLogging(lg *workflow.Logging, otelLinked bool) []string {
 	if lg == nil {
 		return nil
 	}
-	var out []string
-	if lg.Rotation != "" {
-		out = append(out, "[logging] rotation")
-	}
-	if lg.Audit != nil && lg.Audit.Target != "" {
-		out = append(out, "[logging.audit] target")
-	}
 	if lg.OTel != nil && !otelLinked {
-		out = append(out, "[logging.otel]")
+		return []string{"[logging.otel]"}
 	}
-	return out
+	return nil
 }
 
 // serveMode decides between one run and serving: --mode wins; otherwise a
