@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -30,6 +31,24 @@ type Host struct {
 
 	readyMu sync.Mutex
 	blocks  map[string]string // reasons the host is not ready yet
+
+	reportHooks atomic.Pointer[[]func(*Report)] // copy on write: Fire reads without a lock
+}
+
+// OnReport registers fn to see the report of every run the host fires:
+// route and trigger runs, one-shot and resumed runs (metrics use it).
+func (h *Host) OnReport(fn func(*Report)) {
+	for {
+		old := h.reportHooks.Load()
+		var hooks []func(*Report)
+		if old != nil {
+			hooks = append(hooks, *old...)
+		}
+		hooks = append(hooks, fn)
+		if h.reportHooks.CompareAndSwap(old, &hooks) {
+			return
+		}
+	}
 }
 
 // Fire starts one run of the host's program.
@@ -40,7 +59,13 @@ func (h *Host) Fire(ctx context.Context, opts RunOptions) *Report {
 	if opts.Timeout == 0 {
 		opts.Timeout = h.RunTimeout
 	}
-	return h.Engine.Run(ctx, h.Program, opts)
+	rep := h.Engine.Run(ctx, h.Program, opts)
+	if hooks := h.reportHooks.Load(); hooks != nil {
+		for _, fn := range *hooks {
+			fn(rep)
+		}
+	}
+	return rep
 }
 
 // BlockReady marks the host not ready for reason key (until Unblock).

@@ -17,7 +17,8 @@ import (
 var latencyBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
 
 // metrics aggregates what /metrics exposes: run outcomes and the cost
-// counters of every run this server started, and per-route request
+// counters of every run the process fires (routes, triggers, resumed
+// runs; fed by Host.OnReport), and per-route request
 // counts and latency. Written in the Prometheus text format by hand: it
 // is a few lines, and a client library would be the heaviest dependency
 // of the family.
@@ -108,7 +109,7 @@ func (m *metrics) write(w io.Writer) error {
 	var b strings.Builder
 	wf := `workflow="` + escapeLabel(m.workflow) + `"`
 
-	header(&b, "kiln_runs_total", "counter", "Runs started by HTTP routes, by final status.")
+	header(&b, "kiln_runs_total", "counter", "Runs this process fired (HTTP routes, triggers, resumed runs), by final status.")
 	for _, s := range runtime.SortedKeys(m.runs) {
 		fmt.Fprintf(&b, "kiln_runs_total{%s,status=\"%s\"} %d\n", wf, escapeLabel(s), m.runs[s])
 	}

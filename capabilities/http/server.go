@@ -137,6 +137,7 @@ func New(h *runtime.Host, cfg Config) (*Server, error) {
 	}
 	s.tls = tlsState
 	s.runCtx, s.cancelRuns = context.WithCancel(context.Background())
+	s.host.OnReport(s.metrics.observeRun) // every run of the process, not only route runs
 	return s, nil
 }
 
@@ -542,7 +543,6 @@ func (s *Server) runRoute(w http.ResponseWriter, r *http.Request, rt *route, a a
 	defer s.runs.Done()
 	rep := s.host.Fire(runtime.WithTraceparent(s.runCtx, a.tp), runtime.RunOptions{
 		Start: rt.spec.StartNode, Trigger: a.trigger, Timeout: s.runTimeout()})
-	s.metrics.observeRun(rep)
 	code, ctype, out := reply(rep.Outcome)
 	out = runtime.RedactBytes(out) // before it is stored for replays too
 	if s.runCtx.Err() != nil && rep.Outcome.Status == runtime.StatusErrored {

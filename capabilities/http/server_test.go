@@ -4,6 +4,7 @@ import (
 	_ "github.com/kilnworks/kiln/capabilities/control"
 
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -13,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kilnworks/kiln/runtime"
 )
 
 func TestBuiltins(t *testing.T) {
@@ -336,6 +339,21 @@ key = "fail"
 	}
 	if prev > 4 {
 		t.Fatalf("last bucket %v above count", prev)
+	}
+
+	// A run the host fires for a trigger (cron, event, MCP update, ...)
+	// counts in the run metrics too, though it answered no request.
+	rep := ts.host.Fire(context.Background(), runtime.RunOptions{Start: "other",
+		Trigger: runtime.MakeTrigger("event", map[string]any{})})
+	if rep.Outcome.Status != runtime.StatusFailed {
+		t.Fatalf("trigger run: %+v", rep.Outcome)
+	}
+	m = parseMetrics(t, ts.do(t, "GET", "/metrics", "").expect(t, 200).body)
+	if got := m[`kiln_runs_total{workflow="hooks",status="failed"}`]; got != 2 {
+		t.Errorf("failed runs after a trigger run = %v, want 2", got)
+	}
+	if got := m[`kiln_http_requests_total{workflow="hooks",route="POST /fail",code="422"}`]; got != 1 {
+		t.Errorf("a trigger run counted as a request: %v", got)
 	}
 }
 
