@@ -16,7 +16,6 @@ import (
 	"context"
 	"log/slog"
 	"maps"
-	"sort"
 	"sync"
 	"time"
 
@@ -125,12 +124,7 @@ func findConfig(p *runtime.Program) (*workflow.Logging, []string) {
 				ignored = append(ignored, where)
 			}
 		}
-		paths := make([]string, 0, len(p.Children))
-		for path := range p.Children {
-			paths = append(paths, path)
-		}
-		sort.Strings(paths)
-		for _, path := range paths {
+		for _, path := range runtime.SortedKeys(p.Children) {
 			walk(p.Children[path], path)
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"os"
 	"regexp"
-	"sort"
 	"strings"
 
 	"github.com/go-logr/logr"
@@ -129,12 +128,7 @@ func newExporter(ctx context.Context, cfg Config) (sdktrace.SpanExporter, error)
 // resource_attrs and kiln.version. Later sources win.
 func newResource(ctx context.Context, cfg Config) (*resource.Resource, error) {
 	var own []attribute.KeyValue
-	keys := make([]string, 0, len(cfg.ResourceAttrs))
-	for k := range cfg.ResourceAttrs {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range runtime.SortedKeys(cfg.ResourceAttrs) {
 		own = append(own, attribute.String(k, cfg.ResourceAttrs[k]))
 	}
 	if cfg.ServiceName != "" {
