@@ -142,16 +142,12 @@ func lockRun(stateDir, runID string) (unlock func(), err error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, held, err := TryLockFile(path)
 	if err != nil {
 		return nil, err
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("run %s is executing in another process", runID)
-		}
-		return nil, err
+	if !held {
+		return nil, fmt.Errorf("run %s is executing in another process", runID)
 	}
 	return func() { f.Close() }, nil // closing the descriptor releases the lock
 }

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/kilnworks/kiln/runtime"
@@ -63,29 +62,11 @@ func (s *idemStore) lock(path string) (f *os.File, ok bool, err error) {
 	if err := os.MkdirAll(s.dir, 0o700); err != nil {
 		return nil, false, fmt.Errorf("idempotency store: %w", err)
 	}
-	name := lockFile(path)
-	for range 3 {
-		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
-		if err != nil {
-			return nil, false, fmt.Errorf("idempotency store: %w", err)
-		}
-		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-			f.Close()
-			if errors.Is(err, syscall.EWOULDBLOCK) {
-				return nil, false, nil
-			}
-			return nil, false, fmt.Errorf("idempotency store: lock: %w", err)
-		}
-		// A sweep may have unlinked the file between open and lock; a lock
-		// on a file no longer at that name guards nothing: try again.
-		fi, ferr := f.Stat()
-		ni, nerr := os.Stat(name)
-		if ferr == nil && nerr == nil && os.SameFile(fi, ni) {
-			return f, true, nil
-		}
-		f.Close()
+	f, ok, err = runtime.TryLockFile(lockFile(path))
+	if err != nil {
+		return nil, false, fmt.Errorf("idempotency store: %w", err)
 	}
-	return nil, false, fmt.Errorf("idempotency store: %s keeps being replaced", filepath.Base(name))
+	return f, ok, nil
 }
 
 // claim outcomes.
