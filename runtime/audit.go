@@ -338,12 +338,12 @@ func Redact(s string) string {
 // RedactBytes is Redact for encoded output. b itself is returned when it
 // holds no secret.
 func RedactBytes(b []byte) []byte {
-	if redactor.Load() == nil {
+	rs := redactor.Load()
+	if rs == nil {
 		return b
 	}
-	s := string(b)
-	if red := Redact(s); red != s {
-		return []byte(red)
+	if s := string(b); rs.contains(s) {
+		return []byte(rs.rep.Replace(s))
 	}
 	return b
 }

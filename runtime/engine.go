@@ -172,10 +172,10 @@ func (e *Engine) services() *Services {
 // secret: math/rand/v2's global source (ChaCha8, seeded by the OS) is enough
 // and keeps crypto/rand and math/big out of binaries that need no crypto.
 func NewExecutionID() string {
-	var b [16]byte
+	var b [12]byte
 	binary.LittleEndian.PutUint64(b[:8], mrand.Uint64())
-	binary.LittleEndian.PutUint64(b[8:], mrand.Uint64())
-	return hex.EncodeToString(b[:12])
+	binary.LittleEndian.PutUint32(b[8:], mrand.Uint32())
+	return hex.EncodeToString(b[:])
 }
 
 // Run is the state of one executing workflow. Handlers reach it through
