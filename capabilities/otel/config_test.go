@@ -1,37 +1,19 @@
 package otel
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/kilnworks/kiln/capabilities/internal/fire/firetest"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/cli"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // auditTo is a JSON audit logger writing to w, redacting like the real one.
-func auditTo(w *syncBuffer) *slog.Logger {
+func auditTo(w *firetest.Buffer) *slog.Logger {
 	l, _, err := runtime.NewAuditLogger(runtime.AuditOptions{Format: "json", Stderr: w})
 	if err != nil {
 		panic(err)
@@ -129,7 +111,7 @@ func TestSetupFindsTheBlock(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var buf syncBuffer
+			var buf firetest.Buffer
 			h := &runtime.Host{Engine: &runtime.Engine{Audit: auditTo(&buf)}, Program: prog}
 			if err := setup(context.Background(), h); err != nil {
 				t.Fatal(err)

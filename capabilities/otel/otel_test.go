@@ -21,6 +21,7 @@ import (
 	_ "github.com/kilnworks/kiln/capabilities/control"
 	_ "github.com/kilnworks/kiln/capabilities/fs"
 	_ "github.com/kilnworks/kiln/capabilities/httpclient"
+	"github.com/kilnworks/kiln/capabilities/internal/fire/firetest"
 	"github.com/kilnworks/kiln/capabilities/otel/otlptest"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/cli"
@@ -503,7 +504,7 @@ func TestExportFailuresDoNotTouchRuns(t *testing.T) {
 		rec, endpoint := collector(t, ProtocolHTTPProtobuf)
 		rec.Fail(true)
 		tg := newTarget(t)
-		var logBuf syncBuffer
+		var logBuf firetest.Buffer
 		audit := auditTo(&logBuf)
 		batchOptions = []sdktrace.BatchSpanProcessorOption{sdktrace.WithBatchTimeout(20 * time.Millisecond)}
 		t.Cleanup(func() { batchOptions = nil })
@@ -572,7 +573,7 @@ func waitFor(t *testing.T, cond func() bool) {
 func TestReporter(t *testing.T) {
 	const secret = "s3cret-in-export-error-91"
 	runtime.RedactValue(secret)
-	var buf syncBuffer
+	var buf firetest.Buffer
 	r := newReporter(auditTo(&buf))
 	r.Handle(fmt.Errorf("failed to send to http://c:4318/v1/traces: 503 Service Unavailable (retry in 5s)"))
 	r.Handle(fmt.Errorf("failed to send to http://c:4318/v1/traces: 503 Service Unavailable (retry in 17s)"))

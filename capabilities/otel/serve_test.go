@@ -11,6 +11,7 @@ import (
 	"time"
 
 	_ "github.com/kilnworks/kiln/capabilities/http"
+	"github.com/kilnworks/kiln/capabilities/internal/fire/firetest"
 	"github.com/kilnworks/kiln/runtime/cli"
 )
 
@@ -48,11 +49,11 @@ url_from = "trigger.url"
 urls = [%q]
 
 %s`, tg.URL+"/**", otelBlock(endpoint, ProtocolGRPC, "")))
-	var stderr syncBuffer
+	var stderr firetest.Buffer
 	exit := make(chan int, 1)
 	go func() {
 		exit <- cli.Main([]string{"--bind", "127.0.0.1:0", "--log-format", "json"},
-			cli.Options{Prog: "hooked", Workflow: wf, Stdout: &syncBuffer{}, Stderr: &stderr, Env: func(string) string { return "" }})
+			cli.Options{Prog: "hooked", Workflow: wf, Stdout: &firetest.Buffer{}, Stderr: &stderr, Env: func(string) string { return "" }})
 	}()
 	addrRE := regexp.MustCompile(`"msg":"http.listening","workflow":"hooked","addr":"([0-9.:]+)"`)
 	waitFor(t, func() bool { return addrRE.MatchString(stderr.String()) })
