@@ -77,8 +77,9 @@ bench-size:
 
 # bench: engine throughput in node steps/s (20-node merge chain, target
 # >= 2,000,000; 10-node data pipeline), then HTTP serve mode, 10,000
-# requests at concurrency 64 against a one-node workflow route and a bare
-# net/http handler (ratio target 0.8).
+# requests at concurrency 64 against a one-node workflow route (with the
+# default audit logger, to /dev/null) and a bare net/http handler (ratio
+# target 0.8).
 bench:
 	$(GO) test -run '^$$' -bench . ./runtime/...
 	$(GO) run ./capabilities/http/internal/bench -requests 10000 -concurrency 64
