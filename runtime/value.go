@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Values flowing through a run are plain JSON trees: nil, bool, string,
@@ -16,17 +17,40 @@ import (
 
 // DecodeJSON parses JSON into a value tree with json.Number numbers.
 func DecodeJSON(data []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
+	sd, _ := streamDecoders.Get().(*streamDecoder)
+	if sd == nil {
+		sd = &streamDecoder{}
+		sd.dec = json.NewDecoder(&sd.src)
+		sd.dec.UseNumber()
 	}
-	if dec.More() {
-		return nil, fmt.Errorf("invalid JSON: trailing data after the value")
+	sd.src.Reset(data)
+	var v any
+	err := sd.dec.Decode(&v)
+	if err == nil && sd.dec.More() {
+		err = fmt.Errorf("invalid JSON: trailing data after the value")
+	}
+	sd.src.Reset(nil)
+	if err != nil {
+		return nil, err // a decoder that saw an error is not reused
+	}
+	if len(data) <= 64<<10 { // nor one whose buffer grew large
+		streamDecoders.Put(sd)
 	}
 	return v, nil
 }
+
+// streamDecoder is a json.Decoder kept for the next DecodeJSON call (the
+// HTTP serve path decodes a body per request). A decoder reads a stream
+// of values: once a value was decoded and More found its input at an
+// end, the next input is one more value of that stream, read through the
+// same buffer. The value's trailing white space, if any, stays in front
+// of the next one, which JSON allows.
+type streamDecoder struct {
+	src bytes.Reader
+	dec *json.Decoder
+}
+
+var streamDecoders sync.Pool
 
 // EncodeJSON renders v without HTML escaping and without a trailing newline.
 func EncodeJSON(v any) ([]byte, error) {

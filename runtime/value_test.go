@@ -1,8 +1,11 @@
 package runtime
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
+	"reflect"
 	"testing"
 
 	"github.com/kilnworks/kiln/runtime/workflow"
@@ -178,5 +181,40 @@ func TestRender(t *testing.T) {
 	// Without input, paths resolve against the context only.
 	if got := Render("{{user}}", nil, run); got != "{{user}}" {
 		t.Errorf("nil input: %q", got)
+	}
+}
+
+// TestDecodeJSONReusesDecodersFaithfully: DecodeJSON keeps decoders for
+// later calls. Whatever came before (scalars that end at the input's end,
+// trailing white space, errors, empty input), every call must decode as
+// a decoder made for that input alone would.
+func TestDecodeJSONReusesDecodersFaithfully(t *testing.T) {
+	fresh := func(data []byte) (any, error) {
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.UseNumber()
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		if dec.More() {
+			return nil, fmt.Errorf("invalid JSON: trailing data after the value")
+		}
+		return v, nil
+	}
+	inputs := []string{
+		`{"event":"ping","n":1}`, `123`, `12345678901234567890123`, `1.0`, `"s"`, `true`, `null`,
+		"{\"a\":[1,2,{\"b\":null}]}  \n\t ", `  [1]`, `{"a":`, `{"a":1} x`, `{"a":1}{"b":2}`, ``, `   `,
+		`[`, `}`, `-`, `1e400`, `"\u00e9\ud83d\ude00"`, `{"a":1}` + "\n",
+	}
+	for round := 0; round < 3; round++ {
+		for i := range inputs {
+			for _, in := range []string{inputs[i], inputs[(i*7+round)%len(inputs)]} {
+				got, gotErr := DecodeJSON([]byte(in))
+				want, wantErr := fresh([]byte(in))
+				if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) || !reflect.DeepEqual(got, want) {
+					t.Fatalf("DecodeJSON(%q) = %#v, %v; a fresh decoder gives %#v, %v", in, got, gotErr, want, wantErr)
+				}
+			}
+		}
 	}
 }

@@ -114,7 +114,8 @@ func prepareRespond(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, err
 	tmpl, inputFrom := n.BodyTemplate, n.InputFrom
 	// The output is built in the engine's value model (json.Number), so it
 	// needs no normalising copy on every reply.
-	statusNumber := json.Number(strconv.Itoa(status))
+	// Boxed once: the output map shares them on every reply.
+	var statusValue, contentTypeValue any = json.Number(strconv.Itoa(status)), contentType
 	return func(_ context.Context, c *runtime.Call) (runtime.Result, error) {
 		var input any = c.Run.Trigger()
 		if inputFrom != "" {
@@ -122,7 +123,7 @@ func prepareRespond(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, err
 		}
 		body := runtime.Render(tmpl, input, c.Run)
 		return runtime.Result{
-			Value: map[string]any{"status": statusNumber, "content_type": contentType,
+			Value: map[string]any{"status": statusValue, "content_type": contentTypeValue,
 				"bytes": json.Number(strconv.Itoa(len(body)))},
 			Respond: &runtime.HTTPResponse{Status: status, ContentType: contentType, Body: body},
 		}, nil
