@@ -429,6 +429,10 @@ func (s *Server) routeLog(r *http.Request, rt *route) *slog.Logger {
 	return s.audit.With("route", rt.name, "remote", r.RemoteAddr)
 }
 
+// anonymous is the principal of a route without auth. Every such run
+// shares it: run values are never changed in place.
+var anonymous = map[string]any{"kind": "anonymous", "name": "anonymous"}
+
 // admitted is a request let through to a run.
 type admitted struct {
 	trigger map[string]any
@@ -465,7 +469,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt *route) (admit
 		return admitted{}, writeJSON(w, http.StatusBadRequest, map[string]any{"error": "bad request", "detail": "cannot read body: " + err.Error()})
 	}
 
-	principal := map[string]any{"kind": "anonymous", "name": "anonymous"}
+	principal := anonymous
 	if rt.authRef != "" {
 		v := (*s.verifiers.Load())[rt.authRef]
 		name, err := v.Verify(r, body)
