@@ -2,8 +2,10 @@
 // drives the same number of requests at the same concurrency against a
 // one-node workflow route served by kiln and against a bare net/http
 // handler in the same process, and reports throughput, the kiln/bare
-// ratio (target >= 0.8), p50/p99 latency and errors. It exits 1 on any
-// error. kiln runs with the audit logging a user gets by default (text,
+// ratio (target >= 0.8), p50/p99 latency and errors, plus the process's
+// CPU time and heap allocations per request while each target was under
+// load (load generator included, so kiln minus bare is what kiln adds).
+// It exits 1 on any error. kiln runs with the audit logging a user gets by default (text,
 // level info, redacting: every run logs workflow.started and
 // workflow.completed), writing to -audit-log.
 package main
@@ -16,11 +18,13 @@ import (
 	"net"
 	"net/http"
 	"os"
+	goruntime "runtime"
 	"runtime/pprof"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	khttp "github.com/kilnworks/kiln/capabilities/http"
@@ -83,6 +87,9 @@ func main() {
 		verdict = "BELOW"
 	}
 	fmt.Printf("  throughput ratio kiln/bare: %.2f (%s the 0.8 target)\n", ratio, verdict)
+	fmt.Printf("  per request, whole process: bare %.1f µs CPU, %.0f allocs, %.0f B; kiln %.1f µs CPU, %.0f allocs, %.0f B\n",
+		bare.cpuPerReq(), bare.perReq(bare.mallocs), bare.perReq(bare.bytes),
+		kiln.cpuPerReq(), kiln.perReq(kiln.mallocs), kiln.perReq(kiln.bytes))
 	if bare.errors+kiln.errors > 0 {
 		fmt.Fprintf(os.Stderr, "bench: %d errors\n", bare.errors+kiln.errors)
 		os.Exit(1)
@@ -159,7 +166,14 @@ type result struct {
 	n       int
 	elapsed time.Duration
 	lat     []time.Duration
+	cpu     time.Duration // process CPU time (user + system)
+	mallocs uint64        // heap objects allocated
+	bytes   uint64        // heap bytes allocated
 }
+
+func (r result) perReq(v uint64) float64 { return float64(v) / float64(r.n) }
+
+func (r result) cpuPerReq() float64 { return float64(r.cpu.Microseconds()) / float64(r.n) }
 
 // merge combines interleaved slices into one result.
 func merge(parts []result) result {
@@ -168,6 +182,9 @@ func merge(parts []result) result {
 		m.n += p.n
 		m.elapsed += p.elapsed
 		m.errors += p.errors
+		m.cpu += p.cpu
+		m.mallocs += p.mallocs
+		m.bytes += p.bytes
 		m.lat = append(m.lat, p.lat...)
 	}
 	sort.Slice(m.lat, func(i, j int) bool { return m.lat[i] < m.lat[j] })
@@ -195,6 +212,9 @@ func load(url string, n, c int) result {
 	var next, errs atomic.Int64
 	lat := make([]time.Duration, n)
 	var wg sync.WaitGroup
+	var mem0, mem1 goruntime.MemStats
+	goruntime.ReadMemStats(&mem0)
+	cpu0 := processCPU()
 	begin := time.Now()
 	for w := 0; w < c; w++ {
 		wg.Add(1)
@@ -221,5 +241,17 @@ func load(url string, n, c int) result {
 		}()
 	}
 	wg.Wait()
-	return result{n: n, elapsed: time.Since(begin), lat: lat, errors: errs.Load()}
+	elapsed, cpu := time.Since(begin), processCPU()-cpu0
+	goruntime.ReadMemStats(&mem1)
+	return result{n: n, elapsed: elapsed, lat: lat, errors: errs.Load(), cpu: cpu,
+		mallocs: mem1.Mallocs - mem0.Mallocs, bytes: mem1.TotalAlloc - mem0.TotalAlloc}
+}
+
+// processCPU is the user and system CPU time the process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
