@@ -331,3 +331,63 @@ func TestResumedRunKeepsCheckpointing(t *testing.T) {
 		t.Fatalf("steps %s", got)
 	}
 }
+
+// startRecorder is an Observer that records what each run looked like
+// when it was first observed.
+type startRecorder struct {
+	mu   sync.Mutex
+	runs []string // "id start_node trigger.kind"
+}
+
+func (o *startRecorder) StartRun(ctx context.Context, r *Run) (context.Context, func(*Outcome)) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	kind, _ := r.Trigger()["kind"].(string)
+	o.runs = append(o.runs, r.ExecutionID+" "+r.StartNode+" "+kind)
+	return ctx, func(*Outcome) {}
+}
+
+func (o *startRecorder) StartNode(ctx context.Context, _ *Run, _ *workflow.Node, _ int) (context.Context, func(Result, error)) {
+	return ctx, func(Result, error) {}
+}
+
+// TestResumedRunStartsAsItself: a resumed run is observed and audited
+// with its checkpoint's start node and trigger, not the resume call's
+// defaults (the first start node, a manual trigger).
+func TestResumedRunStartsAsItself(t *testing.T) {
+	dReset()
+	dir := t.TempDir()
+	p, err := Compile(&workflow.Workflow{Name: "durable", Digest: "d10",
+		StartNodes: []workflow.StartNode{{Name: "first", EntryNode: "a"}, {Name: "second", EntryNode: "a"}},
+		Nodes:      []workflow.Node{dNode("a", "d_step"), dNode("p", "d_pause"), dNode("b", "d_step")},
+		Edges:      chainEdges("a", "p", "b")}, CompileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf strings.Builder
+	audit, _, err := NewAuditLogger(AuditOptions{Stderr: &buf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := &startRecorder{}
+	e := &Engine{StateDir: dir, Audit: audit, Observer: obs}
+	rep := e.Run(context.Background(), p, RunOptions{ExecutionID: "run-self", Start: "second",
+		Trigger: MakeTrigger("webhook", map[string]any{"x": "y"}), CheckpointEachNode: true})
+	if rep.Outcome.Status != StatusPaused {
+		t.Fatalf("outcome %+v", rep.Outcome)
+	}
+	cp, err := LoadCheckpoint(dir, "run-self")
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf.Reset()
+	if rep := e.Run(context.Background(), p, RunOptions{Resume: cp}); rep.Outcome.Status != StatusCompleted {
+		t.Fatalf("resumed outcome %+v", rep.Outcome)
+	}
+	if got := strings.Join(obs.runs, " | "); got != "run-self second webhook | run-self second webhook" {
+		t.Fatalf("observed runs: %s", got)
+	}
+	if !strings.Contains(buf.String(), "msg=workflow.started execution_id=run-self workflow=durable start_node=second ") {
+		t.Fatalf("resumed run's started event:\n%s", buf.String())
+	}
+}

@@ -487,6 +487,13 @@ func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 	// time in the trace.
 	prev := started
 	r.Counters.WorkflowStarts.Add(1)
+	// A resumed run takes its start node and trigger from the checkpoint
+	// before it is observed and audited, so its span and started event
+	// carry them.
+	var resumeErr error
+	if cp := opts.Resume; cp != nil {
+		resumeErr = r.restore(cp)
+	}
 	// Registered first so it runs last, seeing the settled outcome.
 	if o := e.Observer; o != nil {
 		var end func(*Outcome)
@@ -524,6 +531,9 @@ func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 		ctx, cancel = context.WithDeadline(ctx, r.Deadline)
 		defer cancel()
 	}
+	if resumeErr != nil {
+		return r.errored(resumeErr)
+	}
 	return r.walk(ctx, opts, started, &prev)
 }
 
@@ -538,10 +548,7 @@ func (r *Run) walk(ctx context.Context, opts RunOptions, started time.Time, prev
 	var cur string
 	var pn *programNode
 	if cp := opts.Resume; cp != nil {
-		if err := r.restore(cp); err != nil {
-			return r.errored(err)
-		}
-		cur = cp.NextNode
+		cur = cp.NextNode // restored by execute
 	} else {
 		entry, err := r.Program.Entry(r.StartNode)
 		if err != nil {
