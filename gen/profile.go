@@ -1,17 +1,14 @@
 package gen
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"slices"
 	"sort"
 	"strings"
 
-	"github.com/BurntSushi/toml"
-
 	"github.com/kilnworks/kiln/capabilities/catalog"
+	"github.com/kilnworks/kiln/gen/internal/stricttoml"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
@@ -43,13 +40,9 @@ func LoadProfile(path string) (*Profile, error) {
 // control family are errors naming the file (and line for syntax errors).
 func DecodeProfile(name string, data []byte) (*Profile, error) {
 	var p Profile
-	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&p)
+	md, err := stricttoml.Decode(name, data, &p)
 	if err != nil {
-		var pe toml.ParseError
-		if errors.As(err, &pe) {
-			return nil, fmt.Errorf("%s:%d: %s", name, pe.Position.Line, pe.Message)
-		}
-		return nil, fmt.Errorf("%s: %v", name, err)
+		return nil, err
 	}
 	if und := md.Undecoded(); len(und) > 0 {
 		return nil, fmt.Errorf("%s: unknown key %q (a profile has name, allow and deny)", name, und[0].String())

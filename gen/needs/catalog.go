@@ -5,15 +5,13 @@
 package needs
 
 import (
-	"bytes"
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 
-	"github.com/BurntSushi/toml"
+	"github.com/kilnworks/kiln/gen/internal/stricttoml"
 )
 
 // Catalog is one needs catalog file.
@@ -107,13 +105,9 @@ func Load(path string) (*Catalog, error) {
 // errors naming the file (and line, for syntax errors).
 func Decode(name string, data []byte) (*Catalog, error) {
 	var c Catalog
-	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&c)
+	md, err := stricttoml.Decode(name, data, &c)
 	if err != nil {
-		var pe toml.ParseError
-		if errors.As(err, &pe) {
-			return nil, fmt.Errorf("%s:%d: %s", name, pe.Position.Line, pe.Message)
-		}
-		return nil, fmt.Errorf("%s: %v", name, err)
+		return nil, err
 	}
 	if und := md.Undecoded(); len(und) > 0 {
 		return nil, fmt.Errorf("%s: unknown key %q", name, und[0].String())
