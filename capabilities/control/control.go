@@ -113,8 +113,7 @@ func prepareRespond(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, err
 	}
 	tmpl, inputFrom := n.BodyTemplate, n.InputFrom
 	// The output is built in the engine's value model (json.Number), so it
-	// needs no normalising copy on every reply.
-	// Boxed once: the output map shares them on every reply.
+	// needs no normalising copy; its constant values are boxed once, here.
 	var statusValue, contentTypeValue any = json.Number(strconv.Itoa(status)), contentType
 	return func(_ context.Context, c *runtime.Call) (runtime.Result, error) {
 		var input any = c.Run.Trigger()

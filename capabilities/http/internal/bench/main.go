@@ -5,9 +5,9 @@
 // ratio (target >= 0.8), p50/p99 latency and errors, plus the process's
 // CPU time and heap allocations per request while each target was under
 // load (load generator included, so kiln minus bare is what kiln adds).
-// It exits 1 on any error. kiln runs with the audit logging a user gets by default (text,
-// level info, redacting: every run logs workflow.started and
-// workflow.completed), writing to -audit-log.
+// It exits 1 on any error. kiln runs with the audit logging a user gets
+// by default (text, level info, redacting: every run logs
+// workflow.started and workflow.completed), writing to -audit-log.
 package main
 
 import (
