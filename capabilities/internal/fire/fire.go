@@ -57,13 +57,16 @@ func (g *Gate) Fire(ctx context.Context, payload map[string]any) bool {
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
-		defer g.busy.Store(false)
+		defer g.busy.Store(false) // should Fire panic
 		defer cancel()
 		rep := g.Host.Fire(runCtx, runtime.RunOptions{
 			Start:       g.StartNode,
 			Trigger:     runtime.MakeTrigger("event", runtime.Normalize(payload)),
 			ExecutionID: id,
 		})
+		// Free before the end is audited: a tick that follows the
+		// completed line must not be skipped as "still in flight".
+		g.busy.Store(false)
 		o := rep.Outcome
 		attrs := []any{"trigger", g.Name, "start_node", g.StartNode, "tick", payload["tick"], "execution_id", id,
 			"status", o.Status, "wall_ms", rep.WallMS}
