@@ -200,6 +200,12 @@ type Run struct {
 	trace   *Trace
 	respond *HTTPResponse
 	last    string
+
+	// begun and ended are the engine's clock readings at the run's start
+	// and end, shared by its trace, outcome, report and audit events
+	// (a clock reading costs about as much as a map lookup, and a short
+	// run would otherwise take ten).
+	begun, ended time.Time
 }
 
 // runState is everything a top-level run allocates up front, in one
@@ -367,7 +373,17 @@ func (e *Engine) Run(ctx context.Context, p *Program, opts RunOptions) *Report {
 	if opts.Start == "" {
 		run.StartNode = p.DefaultStart()
 	}
+	// A durable run locks and loads its checkpoint before it executes,
+	// and settles it after: it reads the clock again at both ends.
+	plain := opts.Resume == nil && !opts.CheckpointEachNode
+	if plain {
+		run.begun = start
+	}
 	out := run.durable(ctx, opts) // execute, with checkpoint lock and settling (durable.go)
+	end := run.ended
+	if !plain || end.IsZero() {
+		end = e.now()
+	}
 	st.report = Report{
 		Workflow:    p.Workflow.Name,
 		StartNode:   run.StartNode,
@@ -375,7 +391,7 @@ func (e *Engine) Run(ctx context.Context, p *Program, opts RunOptions) *Report {
 		Outcome:     out,
 		Trace:       run.trace,
 		Counters:    run.Counters,
-		WallMS:      e.now().Sub(start).Milliseconds(),
+		WallMS:      end.Sub(start).Milliseconds(),
 	}
 	return &st.report
 }
@@ -433,8 +449,9 @@ func (r *Run) auditf(level slog.Level, msg string, attrs ...any) {
 // attributes: slog.Logger.Log would box each value and capture the
 // caller's program counter, which no audit handler reports. (The record
 // is large and this call sits on a request's deepest stack: it is built
-// once, here, and copied once, into the handler.)
-func (r *Run) auditRun(out *Outcome) {
+// once, here, and copied once, into the handler.) at is the engine's
+// clock reading for the event.
+func (r *Run) auditRun(out *Outcome, at time.Time) {
 	level, msg := slog.LevelInfo, "workflow.started"
 	if out != nil {
 		msg = endEvent(out.Status)
@@ -447,7 +464,10 @@ func (r *Run) auditRun(out *Outcome) {
 		return
 	}
 	var rec slog.Record // slog.NewRecord, without a temporary copy on the stack
-	rec.Time, rec.Level, rec.Message = time.Now(), level, msg
+	if r.Engine.Now != nil {
+		at = time.Now() // audit lines carry the wall clock, not a test's
+	}
+	rec.Time, rec.Level, rec.Message = at, level, msg
 	rec.AddAttrs(slog.String("execution_id", r.ExecutionID), slog.String("workflow", r.Program.Workflow.Name))
 	if out == nil {
 		rec.AddAttrs(slog.String("start_node", r.StartNode), slog.Bool("dry_run", r.DryRun))
@@ -481,7 +501,10 @@ func endEvent(status string) string {
 
 func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 	e := r.Engine
-	started := e.now()
+	started := r.begun
+	if started.IsZero() {
+		started = e.now()
+	}
 	// prev is the clock reading before the current node: one reading per
 	// step serves both the deadline check and the previous node's elapsed
 	// time in the trace.
@@ -501,10 +524,11 @@ func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 		defer func() { end(out) }()
 	}
 	if r.Depth == 0 {
-		r.auditRun(nil)
+		r.auditRun(nil, started)
 	}
 	defer func() {
 		end := e.now()
+		r.ended = end
 		r.finishTrace(end.Sub(prev))
 		if out.Status != StatusTimedOut {
 			out.ElapsedMS = end.Sub(started).Milliseconds()
@@ -522,7 +546,7 @@ func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 			r.Counters.WorkflowPaused.Add(1)
 		}
 		if r.Depth == 0 {
-			r.auditRun(out)
+			r.auditRun(out, end)
 		}
 	}()
 
@@ -559,8 +583,12 @@ func (r *Run) walk(ctx context.Context, opts RunOptions, started time.Time, prev
 
 	for steps := 0; ; steps++ {
 		// The deadline is checked before every node, so a run never starts
-		// a node after its time is up.
-		now := e.now()
+		// a node after its time is up. The first node starts at the run's
+		// start reading.
+		now := started
+		if steps > 0 {
+			now = e.now()
+		}
 		r.finishTrace(now.Sub(*prev))
 		*prev = now
 		if !r.Deadline.IsZero() && !now.Before(r.Deadline) {

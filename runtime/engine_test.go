@@ -493,13 +493,15 @@ func TestDeadline(t *testing.T) {
 	}
 
 	// The deadline is checked before every node: with a clock that jumps
-	// past it after the first node, the second never starts.
+	// a second at every reading, the first node starts at the run's start
+	// reading and the reading before the second is past the deadline, so
+	// the second never starts.
 	var mu sync.Mutex
 	now := time.Now()
 	clock := func() time.Time {
 		mu.Lock()
 		defer mu.Unlock()
-		now = now.Add(400 * time.Millisecond)
+		now = now.Add(time.Second)
 		return now
 	}
 	p = compileT(t, []workflow.Node{out("a", `1`), out("b", `2`), out("c", `3`)},
