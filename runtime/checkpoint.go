@@ -117,7 +117,9 @@ func (r *Run) restore(cp *Checkpoint) error {
 		r.trigger = MakeTrigger("manual", nil)
 	}
 	for k, v := range cp.Outputs {
-		r.outputs[k] = v
+		if pn, ok := r.Program.nodes[k]; ok { // same digest: every key is a node
+			r.outputs[pn.pos] = nodeOutput{v, true}
+		}
 	}
 	for k, v := range cp.Loops {
 		i, err := strconv.Atoi(k)

@@ -194,7 +194,7 @@ type Run struct {
 	parent *Run
 
 	mu      sync.RWMutex
-	outputs map[string]any
+	outputs []nodeOutput // by programNode.pos
 	trigger map[string]any
 	loops   map[int]int // by edge index; nil until a loop edge fires
 	trace   *Trace
@@ -238,7 +238,9 @@ func (r *Run) Resolve(path string) (any, bool) {
 	if head == "trigger" {
 		root, ok = r.trigger, true
 	} else {
-		root, ok = r.outputs[head]
+		if pn, found := r.Program.nodes[head]; found {
+			root, ok = r.outputs[pn.pos].value, r.outputs[pn.pos].set
+		}
 	}
 	r.mu.RUnlock()
 	if !ok {
@@ -255,10 +257,18 @@ func (r *Run) Outputs() map[string]any {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	out := make(map[string]any, len(r.outputs))
-	for k, v := range r.outputs {
-		out[k] = v
+	for i, o := range r.outputs {
+		if o.set {
+			out[r.Program.order[i]] = o.value
+		}
 	}
 	return out
+}
+
+// nodeOutput is one node's latest output in a run.
+type nodeOutput struct {
+	value any
+	set   bool // the node has run (its output may be null)
 }
 
 // Policy returns the policy in force for this run.
@@ -356,7 +366,7 @@ func (e *Engine) Run(ctx context.Context, p *Program, opts RunOptions) *Report {
 	run.DryRun = opts.DryRun
 	run.Counters = &st.counters
 	run.budget = &st.budget
-	run.outputs = make(map[string]any, len(p.order))
+	run.outputs = make([]nodeOutput, len(p.order))
 	run.trigger = trig
 	run.trace = &st.trace
 	if b := p.Workflow.Budget; b != nil {
@@ -417,7 +427,7 @@ func (r *Run) RunChild(ctx context.Context, child *Program, start string, input 
 		Counters:    r.Counters,
 		budget:      r.budget,
 		parent:      r,
-		outputs:     make(map[string]any, len(child.order)),
+		outputs:     make([]nodeOutput, len(child.order)),
 		trigger:     MakeTrigger(kind, input),
 		trace:       &Trace{ExecutionID: id, Entries: newTraceEntries(len(child.order))},
 	}
@@ -631,7 +641,7 @@ func (r *Run) walk(ctx context.Context, opts RunOptions, started time.Time, prev
 			return r.errored(ee)
 		}
 		r.mu.Lock()
-		r.outputs[cur] = res.Value
+		r.outputs[pn.pos] = nodeOutput{res.Value, true}
 		if res.Respond != nil {
 			r.respond = res.Respond
 		}

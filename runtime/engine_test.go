@@ -356,9 +356,16 @@ func TestTriggerKindCannotBeSpoofed(t *testing.T) {
 
 func TestResolveDottedPaths(t *testing.T) {
 	p := compileT(t, []workflow.Node{out("a", `{"items":[{"name":"x"},{"name":"y"}],"n":null}`)}, nil)
-	run := &Run{Engine: &Engine{}, Program: p, outputs: map[string]any{}, trigger: MakeTrigger("manual", map[string]any{"q": "1"})}
+	run := &Run{Engine: &Engine{}, Program: p, outputs: make([]nodeOutput, 1), trigger: MakeTrigger("manual", map[string]any{"q": "1"})}
+	if v, found := run.Resolve("a"); found {
+		t.Fatalf("a node that has not run resolved to %v", v)
+	}
+	run.outputs[0] = nodeOutput{nil, true}
+	if v, found := run.Resolve("a"); !found || v != nil {
+		t.Fatalf("a node whose output is null resolved to %v, %v", v, found)
+	}
 	v, _ := DecodeJSON([]byte(`{"items":[{"name":"x"},{"name":"y"}],"n":null}`))
-	run.outputs["a"] = v
+	run.outputs[0] = nodeOutput{v, true}
 	cases := []struct {
 		path  string
 		want  any

@@ -27,6 +27,7 @@ type Program struct {
 
 type programNode struct {
 	node    *workflow.Node
+	pos     int // in Program.order: where a run keeps the node's output
 	handler NodeFunc
 	out     []edge
 }
@@ -78,7 +79,7 @@ func compile(wf *workflow.Workflow, opts CompileOptions, depth int) (*Program, e
 	}
 	for i := range wf.Nodes {
 		n := &wf.Nodes[i]
-		p.nodes[n.ID] = &programNode{node: n}
+		p.nodes[n.ID] = &programNode{node: n, pos: len(p.order)}
 		p.order = append(p.order, n.ID)
 	}
 	for i, e := range wf.Edges {

@@ -149,12 +149,12 @@ func TestLookup(t *testing.T) {
 }
 
 func TestRender(t *testing.T) {
-	p, err := Compile(&workflow.Workflow{Name: "t", Nodes: []workflow.Node{{ID: "a", Type: "t_out"}}}, CompileOptions{})
+	p, err := Compile(&workflow.Workflow{Name: "t", Nodes: []workflow.Node{{ID: "classify", Type: "t_out"}}}, CompileOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := &Run{Engine: &Engine{}, Program: p, outputs: map[string]any{
-		"classify": mustJSON(t, `{"label":"positive","score":0.50}`),
+	run := &Run{Engine: &Engine{}, Program: p, outputs: []nodeOutput{
+		{mustJSON(t, `{"label":"positive","score":0.50}`), true},
 	}, trigger: MakeTrigger("manual", map[string]any{"user": "ada"})}
 	input := mustJSON(t, `{"user":{"name":"Ada","age":36},"tags":["x","y"]}`)
 	cases := map[string]string{
