@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/kilnworks/kiln/gen/internal/tomlkeys"
 )
 
 // corpusFiles lists every workflow-shaped TOML file under testdata and
@@ -44,7 +46,11 @@ func FuzzLoadValidate(f *testing.F) {
 		}
 		f.Add(data)
 	}
-	f.Add([]byte(trickyTOML))
+	tricky, err := os.ReadFile("internal/tomlkeys/testdata/tricky.toml")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(tricky)
 	schema := []byte(`{"type":"object","properties":{"a":{"$ref":"#/$defs/a"}},"$defs":{"a":{"type":"string"}}}`)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// The root, any child named child.toml (the same bytes: a cycle or
@@ -80,9 +86,9 @@ func FuzzLoadValidate(f *testing.F) {
 		// key index, so errors can always name a line.
 		var raw map[string]any
 		if _, err := toml.Decode(string(data), &raw); err == nil {
-			ix := indexKeys(string(data))
+			ix := tomlkeys.Scan(string(data))
 			walkPaths(raw, "", func(p string) {
-				if at, ok := ix[p]; !ok || at.line < 1 {
+				if at, ok := ix[p]; !ok || at.Line < 1 {
 					t.Fatalf("key index misses %s", p)
 				}
 			})
@@ -114,12 +120,12 @@ func walkPaths(v any, path string, f func(string)) {
 	switch x := v.(type) {
 	case map[string]any:
 		for k, sub := range x {
-			walkPaths(sub, joinKey(path, k), f)
+			walkPaths(sub, tomlkeys.JoinKey(path, k), f)
 		}
 	default:
 		if items, ok := asList(v); ok {
 			for i, it := range items {
-				walkPaths(it, joinIndex(path, i), f)
+				walkPaths(it, tomlkeys.JoinIndex(path, i), f)
 			}
 		}
 	}

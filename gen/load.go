@@ -14,6 +14,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/kilnworks/kiln/gen/internal/tomlkeys"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
@@ -111,7 +112,7 @@ func Decode(name string, data []byte) (*workflow.Workflow, error) {
 		}
 		return nil, &ParseError{File: name, Msg: err.Error()}
 	}
-	ix := indexKeys(string(data))
+	ix := tomlkeys.Scan(string(data))
 	respelled, err := respellRateLimits(raw, ix, name)
 	if err != nil {
 		return nil, err
@@ -119,7 +120,7 @@ func Decode(name string, data []byte) (*workflow.Workflow, error) {
 	c := &treeChecker{ix: ix}
 	c.check(raw, reflect.TypeFor[document](), "")
 	if p := c.first(); p != nil {
-		return nil, &ParseError{File: name, Line: p.at.line, Key: p.path, Msg: p.msg}
+		return nil, &ParseError{File: name, Line: p.at.Line, Key: p.path, Msg: p.msg}
 	}
 	if err := checkWrapper(raw, ix, name); err != nil {
 		return nil, err
@@ -154,7 +155,7 @@ func Decode(name string, data []byte) (*workflow.Workflow, error) {
 // (an array of tables under the route) as the table it means, when the
 // route has exactly one; more than one is an error, since a route has one
 // bucket. It rewrites raw in place and reports whether it changed anything.
-func respellRateLimits(raw map[string]any, ix keyIndex, name string) (bool, error) {
+func respellRateLimits(raw map[string]any, ix tomlkeys.Index, name string) (bool, error) {
 	changed := false
 	fix := func(doc map[string]any, prefix string) error {
 		routes, _ := asList(doc["http_routes"])
@@ -167,20 +168,20 @@ func respellRateLimits(raw map[string]any, ix keyIndex, name string) (bool, erro
 			if !ok {
 				continue
 			}
-			path := joinKey(joinIndex(joinKey(prefix, "http_routes"), i), "rate_limit")
+			path := tomlkeys.JoinKey(tomlkeys.JoinIndex(tomlkeys.JoinKey(prefix, "http_routes"), i), "rate_limit")
 			if len(list) != 1 {
-				at := ix.lookup(path)
+				at := ix.Lookup(path)
 				if len(list) > 1 {
-					at = ix.lookup(joinIndex(path, 1))
+					at = ix.Lookup(tomlkeys.JoinIndex(path, 1))
 				}
-				return &ParseError{File: name, Line: at.line, Key: path,
+				return &ParseError{File: name, Line: at.Line, Key: path,
 					Msg: fmt.Sprintf("a route has one rate limit: write [http_routes.rate_limit] once (found %d [[http_routes.rate_limit]] tables)", len(list))}
 			}
 			if _, isTable := list[0].(map[string]any); isTable {
 				route["rate_limit"] = list[0]
 				changed = true
 				// Later errors name path.key; point them at path[0].key.
-				from := joinIndex(path, 0)
+				from := tomlkeys.JoinIndex(path, 0)
 				for k, at := range ix {
 					if rest, ok := strings.CutPrefix(k, from); ok {
 						ix[path+rest] = at
@@ -195,7 +196,7 @@ func respellRateLimits(raw map[string]any, ix keyIndex, name string) (bool, erro
 	}
 	if wrapped, ok := asList(raw["workflows"]); ok && len(wrapped) == 1 {
 		if doc, ok := wrapped[0].(map[string]any); ok {
-			if err := fix(doc, joinIndex("workflows", 0)); err != nil {
+			if err := fix(doc, tomlkeys.JoinIndex("workflows", 0)); err != nil {
 				return false, err
 			}
 		}
@@ -205,18 +206,18 @@ func respellRateLimits(raw map[string]any, ix keyIndex, name string) (bool, erro
 
 // checkWrapper accepts [[workflows]] holding exactly one workflow and
 // nothing else at the top level.
-func checkWrapper(raw map[string]any, ix keyIndex, name string) error {
+func checkWrapper(raw map[string]any, ix tomlkeys.Index, name string) error {
 	v, ok := raw["workflows"]
 	if !ok {
 		return nil
 	}
 	items, _ := asList(v)
 	if len(items) != 1 {
-		at := ix.lookup("workflows")
+		at := ix.Lookup("workflows")
 		if len(items) > 1 {
-			at = ix.lookup(joinIndex("workflows", 1))
+			at = ix.Lookup(tomlkeys.JoinIndex("workflows", 1))
 		}
-		return &ParseError{File: name, Line: at.line, Key: "workflows",
+		return &ParseError{File: name, Line: at.Line, Key: "workflows",
 			Msg: fmt.Sprintf("a file may wrap exactly one workflow in [[workflows]], found %d", len(items))}
 	}
 	var first *problem
@@ -224,28 +225,28 @@ func checkWrapper(raw map[string]any, ix keyIndex, name string) error {
 		if k == "workflows" {
 			continue
 		}
-		p := &problem{at: ix.lookup(joinKey("", k)), path: joinKey("", k),
+		p := &problem{at: ix.Lookup(tomlkeys.JoinKey("", k)), path: tomlkeys.JoinKey("", k),
 			msg: "top-level key not allowed next to [[workflows]]; move it into the wrapped workflow"}
 		if first == nil || p.before(first) {
 			first = p
 		}
 	}
 	if first != nil {
-		return &ParseError{File: name, Line: first.at.line, Key: first.path, Msg: first.msg}
+		return &ParseError{File: name, Line: first.at.Line, Key: first.path, Msg: first.msg}
 	}
 	return nil
 }
 
 // problem is one strictness violation found in the decoded TOML tree.
 type problem struct {
-	at   pos
+	at   tomlkeys.Pos
 	path string
 	msg  string
 }
 
 func (p *problem) before(q *problem) bool {
-	if p.at.off != q.at.off {
-		return p.at.off < q.at.off
+	if p.at.Off != q.at.Off {
+		return p.at.Off < q.at.Off
 	}
 	return p.path < q.path
 }
@@ -253,12 +254,12 @@ func (p *problem) before(q *problem) bool {
 // treeChecker walks the generic TOML tree against the model's types,
 // finding unknown keys and values of the wrong type with their position.
 type treeChecker struct {
-	ix       keyIndex
+	ix       tomlkeys.Index
 	problems []*problem
 }
 
 func (c *treeChecker) add(path, msg string) {
-	c.problems = append(c.problems, &problem{at: c.ix.lookup(path), path: path, msg: msg})
+	c.problems = append(c.problems, &problem{at: c.ix.Lookup(path), path: path, msg: msg})
 }
 
 // first returns the problem that comes first in the file, or nil.
@@ -287,7 +288,7 @@ func (c *treeChecker) check(v any, t reflect.Type, path string) {
 		}
 		fields := tomlFields(t)
 		for k, sub := range m {
-			kp := joinKey(path, k)
+			kp := tomlkeys.JoinKey(path, k)
 			ft, ok := fields[k]
 			if !ok {
 				c.add(kp, unknownKeyMessage(t, m, k))
@@ -302,7 +303,7 @@ func (c *treeChecker) check(v any, t reflect.Type, path string) {
 			return
 		}
 		for k, sub := range m {
-			c.check(sub, t.Elem(), joinKey(path, k))
+			c.check(sub, t.Elem(), tomlkeys.JoinKey(path, k))
 		}
 	case reflect.Slice:
 		items, ok := asList(v)
@@ -311,7 +312,7 @@ func (c *treeChecker) check(v any, t reflect.Type, path string) {
 			return
 		}
 		for i, it := range items {
-			c.check(it, t.Elem(), joinIndex(path, i))
+			c.check(it, t.Elem(), tomlkeys.JoinIndex(path, i))
 		}
 	case reflect.String:
 		if _, ok := v.(string); !ok {

@@ -1,61 +1,51 @@
-package gen
+package tomlkeys
 
 import (
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/BurntSushi/toml"
 )
 
-// trickyTOML exercises every construct the key index must step over.
-const trickyTOML = `# comment with [[fake]] header and key = "value"
-title = "x # not a comment" # a comment
-"quoted.key" = 1
-'literal key' = 2
-"esc\u0041ped" = 3
-a . b = 4
-dt = 1979-05-27 07:32:00Z
-ml = """
-line "one" with ]] and }
-"""
-ml2 = """ends with quotes"""""
-lit = '''
-raw \ backslash [[x]]
-'''
-nested = [[1, 2], [3, [4, 5]]]
-inline = { p = { q = 1 }, r = [ { s = 1 }, { t = 2 } ] }
-multi = [
-  # a comment
-  "a", # trailing
-  { u = 1 },
-]
+// trickyTOML exercises every construct the index must step over (the
+// fuzz test of gen's loader seeds its corpus with it too).
+var trickyTOML = func() string {
+	data, err := os.ReadFile("testdata/tricky.toml")
+	if err != nil {
+		panic(err)
+	}
+	return string(data)
+}()
 
-[[servers]]
-name = "one"
-[servers.env]
-K = "v"
-
-[[servers]]
-name = "two"
-
-[[servers.ports]]
-n = 1
-
-[[servers.ports]]
-n = 2
-[servers.ports.opts]
-fast = true
-
-[table]
-crlf = 1` + "\r\n" + `after_crlf = 2
-`
+// walkPaths calls f with the path of every key and array element of a
+// decoded document.
+func walkPaths(v any, path string, f func(string)) {
+	if path != "" {
+		f(path)
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		for k, sub := range x {
+			walkPaths(sub, JoinKey(path, k), f)
+		}
+	case []map[string]any:
+		for i, it := range x {
+			walkPaths(it, JoinIndex(path, i), f)
+		}
+	case []any:
+		for i, it := range x {
+			walkPaths(it, JoinIndex(path, i), f)
+		}
+	}
+}
 
 func TestKeyIndex(t *testing.T) {
 	var raw map[string]any
 	if _, err := toml.Decode(trickyTOML, &raw); err != nil {
 		t.Fatalf("the sample must be valid TOML: %v", err)
 	}
-	ix := indexKeys(trickyTOML)
+	ix := Scan(trickyTOML)
 
 	// Every key and element is indexed.
 	walkPaths(raw, "", func(p string) {
@@ -92,7 +82,7 @@ func TestKeyIndex(t *testing.T) {
 		"table.after_crlf":              lineOf("after_crlf"),
 	}
 	for path, line := range want {
-		if got := ix[path].line; got != line {
+		if got := ix[path].Line; got != line {
 			t.Errorf("%s: line %d, want %d", path, got, line)
 		}
 	}
@@ -102,9 +92,9 @@ func TestKeyIndex(t *testing.T) {
 // sees in practice, because the TOML parser rejects it first) still ends.
 func TestKeyIndexNeverHangs(t *testing.T) {
 	for i := range len(trickyTOML) {
-		indexKeys(trickyTOML[:i])
+		Scan(trickyTOML[:i])
 	}
 	for _, s := range []string{"[", "[[", "a = [", "a = {", `a = """`, "a = '''x", `"a`, "= 1", "a.", "]]]"} {
-		indexKeys(s)
+		Scan(s)
 	}
 }

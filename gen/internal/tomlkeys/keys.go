@@ -1,4 +1,6 @@
-package gen
+// Package tomlkeys finds where keys are defined in TOML source, so that
+// errors about decoded values can name a line.
+package tomlkeys
 
 import (
 	"fmt"
@@ -13,23 +15,23 @@ import (
 // each key path as kiln prints it (nodes[2].retry.on) to where it is
 // defined. It never fails: on anything unexpected it skips ahead.
 
-// pos is where a key is defined: its 1-based line and byte offset.
-type pos struct {
-	line, off int
+// Pos is where a key is defined: its 1-based line and byte offset.
+type Pos struct {
+	Line, Off int
 }
 
-// keyIndex maps key paths to their first definition.
-type keyIndex map[string]pos
+// Index maps key paths to their first definition.
+type Index map[string]Pos
 
-// lookup returns the position of path, or of its nearest indexed parent.
-func (ix keyIndex) lookup(path string) pos {
+// Lookup returns the position of path, or of its nearest indexed parent.
+func (ix Index) Lookup(path string) Pos {
 	for path != "" {
 		if p, ok := ix[path]; ok {
 			return p
 		}
 		path = parentPath(path)
 	}
-	return pos{}
+	return Pos{}
 }
 
 // parentPath drops the last segment of a key path.
@@ -57,8 +59,8 @@ func parentPath(path string) string {
 	return ""
 }
 
-// joinKey appends a key segment to a path, quoting it unless it is a bare key.
-func joinKey(path, seg string) string {
+// JoinKey appends a key segment to a path, quoting it unless it is a bare key.
+func JoinKey(path, seg string) string {
 	if !isBareKey(seg) {
 		seg = strconv.Quote(seg)
 	}
@@ -68,8 +70,8 @@ func joinKey(path, seg string) string {
 	return path + "." + seg
 }
 
-// joinIndex appends an array index to a path.
-func joinIndex(path string, i int) string {
+// JoinIndex appends an array index to a path.
+func JoinIndex(path string, i int) string {
 	return fmt.Sprintf("%s[%d]", path, i)
 }
 
@@ -86,9 +88,9 @@ func isBareKey(s string) bool {
 	return true
 }
 
-// indexKeys scans TOML source and records where every key is defined.
-func indexKeys(src string) keyIndex {
-	s := &keyScanner{src: src, line: 1, ix: keyIndex{}, arrays: map[string]int{}}
+// Scan scans TOML source and records where every key is defined.
+func Scan(src string) Index {
+	s := &keyScanner{src: src, line: 1, ix: Index{}, arrays: map[string]int{}}
 	s.document()
 	return s.ix
 }
@@ -97,7 +99,7 @@ type keyScanner struct {
 	src    string
 	i      int
 	line   int
-	ix     keyIndex
+	ix     Index
 	arrays map[string]int // array-of-tables path -> elements seen so far
 }
 
@@ -117,7 +119,7 @@ func (s *keyScanner) advance() {
 	s.i++
 }
 
-func (s *keyScanner) record(path string, at pos) {
+func (s *keyScanner) record(path string, at Pos) {
 	if _, ok := s.ix[path]; !ok && path != "" {
 		s.ix[path] = at
 	}
@@ -180,7 +182,7 @@ func (s *keyScanner) document() {
 
 // header reads [a.b] or [[a.b]] and returns the table path it opens.
 func (s *keyScanner) header() string {
-	at := pos{s.line, s.i}
+	at := Pos{s.line, s.i}
 	s.advance()
 	array := s.peek() == '['
 	if array {
@@ -194,17 +196,17 @@ func (s *keyScanner) header() string {
 	// Every prefix that is an array of tables refers to its last element.
 	path := ""
 	for i, seg := range segs {
-		path = joinKey(path, seg)
+		path = JoinKey(path, seg)
 		if array && i == len(segs)-1 {
 			n := s.arrays[path]
 			s.arrays[path] = n + 1
 			s.record(path, at)
-			path = joinIndex(path, n)
+			path = JoinIndex(path, n)
 			break
 		}
 		s.record(path, at)
 		if n, ok := s.arrays[path]; ok {
-			path = joinIndex(path, n-1)
+			path = JoinIndex(path, n-1)
 		}
 	}
 	s.record(path, at)
@@ -213,7 +215,7 @@ func (s *keyScanner) header() string {
 
 // keyValue reads `key = value` under table.
 func (s *keyScanner) keyValue(table string) {
-	at := pos{s.line, s.i}
+	at := Pos{s.line, s.i}
 	segs := s.key()
 	if len(segs) == 0 {
 		s.skipToLineEnd()
@@ -221,7 +223,7 @@ func (s *keyScanner) keyValue(table string) {
 	}
 	path := table
 	for _, seg := range segs {
-		path = joinKey(path, seg)
+		path = JoinKey(path, seg)
 		s.record(path, at)
 	}
 	s.skipSpace(false)
@@ -317,8 +319,8 @@ func (s *keyScanner) array(path string) {
 			s.advance()
 			continue
 		}
-		elem := joinIndex(path, n)
-		s.record(elem, pos{s.line, s.i})
+		elem := JoinIndex(path, n)
+		s.record(elem, Pos{s.line, s.i})
 		s.value(elem)
 		n++
 		if s.i == start {
