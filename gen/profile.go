@@ -37,7 +37,8 @@ func LoadProfile(path string) (*Profile, error) {
 
 // DecodeProfile strictly decodes a profile: unknown keys, unknown family
 // ids, both or neither of allow and deny, and denying the always-linked
-// control family are errors naming the file (and line for syntax errors).
+// control family are errors naming the file (and line for syntax errors
+// and unknown keys).
 func DecodeProfile(name string, data []byte) (*Profile, error) {
 	var p Profile
 	md, err := stricttoml.Decode(name, data, &p)
@@ -45,7 +46,7 @@ func DecodeProfile(name string, data []byte) (*Profile, error) {
 		return nil, err
 	}
 	if und := md.Undecoded(); len(und) > 0 {
-		return nil, fmt.Errorf("%s: unknown key %q (a profile has name, allow and deny)", name, und[0].String())
+		return nil, fmt.Errorf("%s:%d: unknown key %q (a profile has name, allow and deny)", name, stricttoml.Line(data, und[0]), und[0].String())
 	}
 	p.File = name
 	if p.Name == "" {

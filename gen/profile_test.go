@@ -74,6 +74,10 @@ func TestDecodeProfileStrict(t *testing.T) {
 			t.Errorf("%s: error does not name the file: %v", name, err)
 		}
 	}
+	if _, err := gen.DecodeProfile("p.toml", []byte("name = \"x\"\n# note\nallow = [\"data\"]\nfamilies = []\n")); err == nil ||
+		!strings.HasPrefix(err.Error(), `p.toml:4: unknown key "families"`) {
+		t.Errorf("unknown key not located: %v", err)
+	}
 	p, err := gen.LoadProfile(filepath.Join(repoRoot(t), "testdata", "profiles", "airgapped.toml"))
 	if err != nil {
 		t.Fatal(err)

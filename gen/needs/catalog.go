@@ -102,7 +102,7 @@ func Load(path string) (*Catalog, error) {
 }
 
 // Decode strictly decodes a catalog: unknown keys and bad values are
-// errors naming the file (and line, for syntax errors).
+// errors naming the file (and line, for syntax errors and unknown keys).
 func Decode(name string, data []byte) (*Catalog, error) {
 	var c Catalog
 	md, err := stricttoml.Decode(name, data, &c)
@@ -110,7 +110,7 @@ func Decode(name string, data []byte) (*Catalog, error) {
 		return nil, err
 	}
 	if und := md.Undecoded(); len(und) > 0 {
-		return nil, fmt.Errorf("%s: unknown key %q", name, und[0].String())
+		return nil, fmt.Errorf("%s:%d: unknown key %q", name, stricttoml.Line(data, und[0]), und[0].String())
 	}
 	c.File = name
 	sum := sha256.Sum256(data)

@@ -51,6 +51,16 @@ func TestDecodeRejectsUnknownKeysAndBadModes(t *testing.T) {
 	}
 }
 
+func TestDecodeUnknownKeyNamesItsLine(t *testing.T) {
+	// The second element of an array of tables holds the unknown key: the
+	// line is that element's, not the array's first header.
+	src := "[[agent_needs]]\nclass_name = \"x\"\n\n[[agent_needs]]\nclass_name = \"y\"\nbogus = 1\n"
+	_, err := Decode("c.toml", []byte(src))
+	if err == nil || err.Error() != `c.toml:6: unknown key "agent_needs.bogus"` {
+		t.Fatalf("err = %v", err)
+	}
+}
+
 func TestBuiltinParses(t *testing.T) {
 	b := Builtin()
 	if len(b.DependencyNeeds) == 0 {

@@ -10,6 +10,8 @@ import (
 	"fmt"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/kilnworks/kiln/gen/internal/tomlkeys"
 )
 
 // Decode decodes data into v. A syntax error names the file and line
@@ -24,4 +26,13 @@ func Decode(name string, data []byte, v any) (toml.MetaData, error) {
 		return md, fmt.Errorf("%s: %v", name, err)
 	}
 	return md, nil
+}
+
+// Line is the line where key (as MetaData reports it, say an undecoded
+// key) is first defined in data, or 1 when it cannot be found.
+func Line(data []byte, key toml.Key) int {
+	if line := tomlkeys.Scan(string(data)).FirstLine(key); line > 0 {
+		return line
+	}
+	return 1
 }

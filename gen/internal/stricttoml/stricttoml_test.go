@@ -1,6 +1,9 @@
 package stricttoml
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestDecodeNamesFileAndLine(t *testing.T) {
 	var v struct {
@@ -16,5 +19,14 @@ func TestDecodeNamesFileAndLine(t *testing.T) {
 	}
 	if _, err := Decode("c.toml", []byte("n = \"not a number\"\n"), &v); err == nil || err.Error()[:8] != "c.toml: " {
 		t.Fatalf("type error: %v", err)
+	}
+}
+
+func TestLine(t *testing.T) {
+	data := []byte("a = 1\n[t]\nb = 2\n")
+	for key, want := range map[string]int{"a": 1, "t.b": 3, "t.zz": 2, "nowhere": 1} {
+		if got := Line(data, strings.Split(key, ".")); got != want {
+			t.Errorf("Line(%s) = %d, want %d", key, got, want)
+		}
 	}
 }

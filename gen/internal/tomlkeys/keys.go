@@ -383,3 +383,50 @@ func (s *keyScanner) str() string {
 	}
 	return raw
 }
+
+// FirstLine returns the line of key's first definition, key being a path
+// without array indices as BurntSushi/toml reports undecoded keys (every
+// element of an array of tables shares one such path): the earliest
+// indexed path that is key once its indices are dropped, else the
+// nearest such parent. It returns 0 when nothing matches.
+func (ix Index) FirstLine(key []string) int {
+	for n := len(key); n > 0; n-- {
+		want := ""
+		for _, seg := range key[:n] {
+			want = JoinKey(want, seg)
+		}
+		best := 0
+		for path, at := range ix {
+			if (best == 0 || at.Line < best) && dropIndices(path) == want {
+				best = at.Line
+			}
+		}
+		if best > 0 {
+			return best
+		}
+	}
+	return 0
+}
+
+// dropIndices removes the [n] segments of a key path.
+func dropIndices(path string) string {
+	if !strings.Contains(path, "[") {
+		return path
+	}
+	var b strings.Builder
+	inQuote := false
+	for i := 0; i < len(path); i++ {
+		c := path[i]
+		switch {
+		case c == '"' && (i == 0 || path[i-1] != '\\'):
+			inQuote = !inQuote
+		case c == '[' && !inQuote:
+			for i < len(path) && path[i] != ']' {
+				i++
+			}
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}

@@ -98,3 +98,24 @@ func TestKeyIndexNeverHangs(t *testing.T) {
 		Scan(s)
 	}
 }
+
+func TestFirstLine(t *testing.T) {
+	src := "title = 1\n\n[[servers]]\nname = \"one\"\n\n[[servers]]\nname = \"two\"\nbogus = 1\n\n[[servers]]\nbogus = 2\n[\"a[b]\"]\nc = 1\n"
+	ix := Scan(src)
+	for _, tc := range []struct {
+		key  []string
+		want int
+	}{
+		{[]string{"title"}, 1},
+		{[]string{"servers"}, 3},
+		{[]string{"servers", "name"}, 4},
+		{[]string{"servers", "bogus"}, 8}, // the second element's: the first has none
+		{[]string{"servers", "nope"}, 3},  // unknown below servers: servers' line
+		{[]string{"a[b]", "c"}, 13},       // brackets inside a quoted key are not indices
+		{[]string{"missing", "deeper"}, 0},
+	} {
+		if got := ix.FirstLine(tc.key); got != tc.want {
+			t.Errorf("FirstLine(%q) = %d, want %d", tc.key, got, tc.want)
+		}
+	}
+}
