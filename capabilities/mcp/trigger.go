@@ -5,12 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/kilnworks/kiln/capabilities/internal/fire"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/policy"
 	"github.com/kilnworks/kiln/runtime/workflow"
@@ -55,11 +54,7 @@ type Listener struct {
 	trig   workflow.Trigger
 	name   string
 
-	busy atomic.Bool
-	wg   sync.WaitGroup
-	// cancel stops the in-flight run when draining takes too long.
-	cancelMu sync.Mutex
-	cancel   context.CancelFunc
+	slot fire.Slot // the in-flight run
 }
 
 // NewListener checks triggers[index] and builds its listener.
@@ -299,16 +294,12 @@ func (l *Listener) created(ctx context.Context, audit *slog.Logger, known map[st
 // shutdown drains it (see drain) instead of killing it at once.
 func (l *Listener) fire(ctx context.Context, uri string) bool {
 	audit := l.audit().With("uri", uri, "start_node", l.trig.StartNode)
-	if !l.busy.CompareAndSwap(false, true) {
+	if !l.slot.Claim() {
 		audit.Warn("mcp.trigger.skipped", "reason", "previous run still in flight")
 		return false
 	}
 	id := runtime.NewExecutionID()
 	audit.Info("mcp.trigger.fire", "type", l.trig.Type, "execution_id", id)
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	l.cancelMu.Lock()
-	l.cancel = cancel
-	l.cancelMu.Unlock()
 	payload := map[string]any{
 		"type":   l.trig.Type,
 		"server": l.server.Name,
@@ -316,16 +307,13 @@ func (l *Listener) fire(ctx context.Context, uri string) bool {
 		// The reference's documented path (trigger.resource_uri).
 		"resource_uri": uri,
 	}
-	l.wg.Add(1)
-	go func() {
-		defer l.wg.Done()
-		defer l.busy.Store(false)
-		defer cancel()
+	l.slot.Go(ctx, func(runCtx context.Context, free func()) {
 		rep := l.host.Fire(runCtx, runtime.RunOptions{
 			Start:       l.trig.StartNode,
 			Trigger:     runtime.MakeTrigger("event", payload),
 			ExecutionID: id,
 		})
+		free()
 		o := rep.Outcome
 		attrs := []any{"execution_id", id, "status", o.Status, "wall_ms", rep.WallMS}
 		switch o.Status {
@@ -334,29 +322,14 @@ func (l *Listener) fire(ctx context.Context, uri string) bool {
 		default:
 			audit.Warn("mcp.trigger.error", append(attrs, "reason", o.Reason)...)
 		}
-	}()
+	})
 	return true
 }
 
 // drain waits for the in-flight run; after the host's DrainTimeout (when
 // set) it cancels the run and waits for it to stop.
 func (l *Listener) drain() {
-	done := make(chan struct{})
-	go func() { l.wg.Wait(); close(done) }()
-	if l.host.DrainTimeout <= 0 {
-		<-done
-		return
-	}
-	select {
-	case <-done:
-		return
-	case <-time.After(l.host.DrainTimeout):
-	}
-	l.cancelMu.Lock()
-	if l.cancel != nil {
-		l.cancel()
-	}
-	l.cancelMu.Unlock()
-	l.audit().Warn("mcp.trigger.drain_timeout", "detail", "in-flight run cancelled")
-	<-done
+	l.slot.Drain(l.host.DrainTimeout, func() {
+		l.audit().Warn("mcp.trigger.drain_timeout", "detail", "in-flight run cancelled")
+	})
 }

@@ -26,12 +26,8 @@ type Gate struct {
 	StartNode string
 	Clock     Clock
 
-	busy atomic.Bool
+	slot Slot
 	tick atomic.Int64
-	wg   sync.WaitGroup
-
-	cancelMu sync.Mutex
-	cancel   context.CancelFunc // of the in-flight run
 }
 
 // NextTick counts a tick (fired or skipped) and returns its number, from 1.
@@ -43,30 +39,20 @@ func (g *Gate) NextTick() int64 { return g.tick.Add(1) }
 // cancellation: a shutdown drains it (Wait) instead of killing it at once.
 func (g *Gate) Fire(ctx context.Context, payload map[string]any) bool {
 	audit := g.audit()
-	if !g.busy.CompareAndSwap(false, true) {
+	if !g.slot.Claim() {
 		audit.Warn(g.Prefix+".skipped", "trigger", g.Name, "start_node", g.StartNode, "tick", payload["tick"],
 			"reason", "previous run still in flight")
 		return false
 	}
 	id := runtime.NewExecutionID()
 	audit.Info(g.Prefix+".fire", "trigger", g.Name, "start_node", g.StartNode, "tick", payload["tick"], "execution_id", id)
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	g.cancelMu.Lock()
-	g.cancel = cancel
-	g.cancelMu.Unlock()
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		defer g.busy.Store(false) // should Fire panic
-		defer cancel()
+	g.slot.Go(ctx, func(runCtx context.Context, free func()) {
 		rep := g.Host.Fire(runCtx, runtime.RunOptions{
 			Start:       g.StartNode,
 			Trigger:     runtime.MakeTrigger("event", runtime.Normalize(payload)),
 			ExecutionID: id,
 		})
-		// Free before the end is audited: a tick that follows the
-		// completed line must not be skipped as "still in flight".
-		g.busy.Store(false)
+		free()
 		o := rep.Outcome
 		attrs := []any{"trigger", g.Name, "start_node", g.StartNode, "tick", payload["tick"], "execution_id", id,
 			"status", o.Status, "wall_ms", rep.WallMS}
@@ -76,35 +62,20 @@ func (g *Gate) Fire(ctx context.Context, payload map[string]any) bool {
 		default:
 			audit.Warn(g.Prefix+".error", append(attrs, "reason", o.Reason)...)
 		}
-	}()
+	})
 	return true
 }
 
 // Busy reports whether a run of this trigger is in flight.
-func (g *Gate) Busy() bool { return g.busy.Load() }
+func (g *Gate) Busy() bool { return g.slot.Busy() }
 
 // Wait blocks until the in-flight run (if any) has finished. After the
 // host's DrainTimeout (when set) the run is cancelled, and Wait returns
 // once it has stopped.
 func (g *Gate) Wait() {
-	done := make(chan struct{})
-	go func() { g.wg.Wait(); close(done) }()
-	if g.Host.DrainTimeout <= 0 {
-		<-done
-		return
-	}
-	select {
-	case <-done:
-		return
-	case <-time.After(g.Host.DrainTimeout):
-	}
-	g.cancelMu.Lock()
-	if g.cancel != nil {
-		g.cancel()
-	}
-	g.cancelMu.Unlock()
-	g.audit().Warn(g.Prefix+".drain_timeout", "trigger", g.Name, "detail", "in-flight run cancelled")
-	<-done
+	g.slot.Drain(g.Host.DrainTimeout, func() {
+		g.audit().Warn(g.Prefix+".drain_timeout", "trigger", g.Name, "detail", "in-flight run cancelled")
+	})
 }
 
 func (g *Gate) audit() *slog.Logger {
