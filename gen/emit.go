@@ -113,7 +113,7 @@ func (e *emitter) render(name string, f *jen.File) error {
 func (e *emitter) embedFiles() error {
 	e.sourceFile = map[*workflow.Workflow]string{}
 	e.assetFile = map[string]string{}
-	for _, w := range walkTree(e.plan.Workflow) {
+	for _, w := range workflow.Tree(e.plan.Workflow) {
 		data, err := readSource(w)
 		if err != nil {
 			return err
@@ -194,7 +194,7 @@ func binName(p *Plan) string { return sanitizeName(p.Workflow.Name) }
 
 func (e *emitter) workflowFile() error {
 	f := e.newFile()
-	tree := walkTree(e.plan.Workflow)
+	tree := workflow.Tree(e.plan.Workflow)
 	lw := &literalWriter{childVar: map[*workflow.Workflow]string{}}
 	for i, w := range tree {
 		if i == 0 {

@@ -121,7 +121,7 @@ func planInputs(root *workflow.Workflow) ([]manifest.Input, error) {
 			out = append(out, in)
 		}
 	}
-	for _, w := range walkTree(root) {
+	for _, w := range workflow.Tree(root) {
 		kind := "child"
 		if w == root {
 			kind = "workflow"
@@ -174,26 +174,6 @@ func assetKinds(wf *workflow.Workflow) map[string]string {
 		set(p, "asset")
 	}
 	return k
-}
-
-// walkTree returns wf and every distinct child workflow below it, in a
-// deterministic order (depth first, children by declared path).
-func walkTree(wf *workflow.Workflow) []*workflow.Workflow {
-	var out []*workflow.Workflow
-	seen := map[*workflow.Workflow]bool{}
-	var walk func(*workflow.Workflow)
-	walk = func(w *workflow.Workflow) {
-		if w == nil || seen[w] {
-			return
-		}
-		seen[w] = true
-		out = append(out, w)
-		for _, p := range keysSorted(w.Children) {
-			walk(w.Children[p])
-		}
-	}
-	walk(wf)
-	return out
 }
 
 func absFile(p string) string {

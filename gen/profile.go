@@ -186,7 +186,7 @@ func project(wf *workflow.Workflow, u *catalog.Usage, p *Profile, degrade bool) 
 		}
 	}
 	// An agent loop whose tool lost its family cannot run as declared.
-	for _, w := range walkTree(wf) {
+	for _, w := range workflow.Tree(wf) {
 		for _, n := range w.Nodes {
 			for _, tool := range n.Tools {
 				if id, _ := catalog.FamilyOfKind(tool); !slices.Contains(linked, id) {
@@ -201,7 +201,7 @@ func project(wf *workflow.Workflow, u *catalog.Usage, p *Profile, degrade bool) 
 // requiredKeys are the requires_capabilities keys of the tree, sorted.
 func requiredKeys(wf *workflow.Workflow) []string {
 	set := map[string]bool{}
-	for _, w := range walkTree(wf) {
+	for _, w := range workflow.Tree(wf) {
 		for _, k := range w.RequiresCapabilities {
 			set[k] = true
 		}

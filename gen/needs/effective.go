@@ -35,7 +35,7 @@ func Classes(wf *workflow.Workflow, families []string) []string {
 	for _, f := range families {
 		set["family:"+f] = true
 	}
-	walk(wf, func(w *workflow.Workflow) {
+	for _, w := range workflow.Tree(wf) {
 		for _, n := range w.Nodes {
 			set["node:"+n.Type] = true
 		}
@@ -47,34 +47,13 @@ func Classes(wf *workflow.Workflow, families []string) []string {
 		for _, s := range w.MCPServers {
 			set["mcp:"+s.Name] = true
 		}
-	})
+	}
 	out := make([]string, 0, len(set))
 	for c := range set {
 		out = append(out, c)
 	}
 	sort.Strings(out)
 	return out
-}
-
-func walk(wf *workflow.Workflow, fn func(*workflow.Workflow)) {
-	seen := map[*workflow.Workflow]bool{}
-	var rec func(*workflow.Workflow)
-	rec = func(w *workflow.Workflow) {
-		if w == nil || seen[w] {
-			return
-		}
-		seen[w] = true
-		fn(w)
-		keys := make([]string, 0, len(w.Children))
-		for k := range w.Children {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			rec(w.Children[k])
-		}
-	}
-	rec(wf)
 }
 
 // ask is one class asking for one need.
@@ -178,9 +157,9 @@ func fsNeed(path, mode, label string, optional bool) rneeds.Need {
 func rewriteProviderNeeds(wf *workflow.Workflow, asks []ask) []ask {
 	type override struct{ key, host string }
 	byProvider := map[string][]override{}
-	walk(wf, func(w *workflow.Workflow) {
+	for _, w := range workflow.Tree(wf) {
 		if w.Intelligence == nil {
-			return
+			continue
 		}
 		for _, b := range w.Intelligence.Backends {
 			o := override{key: b.APIKeyEnv}
@@ -189,7 +168,7 @@ func rewriteProviderNeeds(wf *workflow.Workflow, asks []ask) []ask {
 			}
 			byProvider[b.Provider] = append(byProvider[b.Provider], o)
 		}
-	})
+	}
 	var out []ask
 	for _, a := range asks {
 		provider, ok := strings.CutPrefix(a.class, "intelligence:")
@@ -255,7 +234,7 @@ func derived(wf *workflow.Workflow, families []string) []derivedNeed {
 		n.Sources = []string{class}
 		out = append(out, derivedNeed{need: n, ungoverned: true})
 	}
-	walk(wf, func(w *workflow.Workflow) {
+	for _, w := range workflow.Tree(wf) {
 		class := "workflow:" + w.Name
 		if a := w.Auth; a != nil {
 			for _, name := range sortedKeys(a.Bearer) {
@@ -347,7 +326,7 @@ func derived(wf *workflow.Workflow, families []string) []derivedNeed {
 				}
 			}
 		}
-	})
+	}
 	return out
 }
 

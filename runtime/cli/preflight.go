@@ -204,7 +204,7 @@ func hasSecret(wf *workflow.Workflow, env func(string) string) func(string) bool
 		dir  string
 	}
 	specs := map[string]entry{}
-	walkTree(wf, func(w *workflow.Workflow) {
+	for _, w := range workflow.Tree(wf) {
 		for _, s := range w.Secrets {
 			if _, ok := specs[s.Name]; !ok {
 				dir := ""
@@ -214,7 +214,7 @@ func hasSecret(wf *workflow.Workflow, env func(string) string) func(string) bool
 				specs[s.Name] = entry{s, dir}
 			}
 		}
-	})
+	}
 	return func(key string) bool {
 		if env(key) != "" {
 			return true
@@ -251,22 +251,6 @@ func hasSecret(wf *workflow.Workflow, env func(string) string) func(string) bool
 func fileNotEmpty(p string) bool {
 	st, err := os.Stat(p)
 	return err == nil && st.Mode().IsRegular() && st.Size() > 0
-}
-
-func walkTree(wf *workflow.Workflow, fn func(*workflow.Workflow)) {
-	seen := map[*workflow.Workflow]bool{}
-	var visit func(*workflow.Workflow)
-	visit = func(w *workflow.Workflow) {
-		if w == nil || seen[w] {
-			return
-		}
-		seen[w] = true
-		fn(w)
-		for _, k := range runtime.SortedKeys(w.Children) {
-			visit(w.Children[k])
-		}
-	}
-	visit(wf)
 }
 
 func unmetIDs(r *needs.Report) []string {

@@ -23,12 +23,12 @@ func verify(w io.Writer, wf *workflow.Workflow, m *manifest.Manifest) error {
 
 	workflows := map[string]bool{} // digests of the workflows in the tree
 	assets := map[string]bool{}    // digests of the embedded assets
-	walk(wf, func(w *workflow.Workflow) {
+	for _, w := range workflow.Tree(wf) {
 		workflows[w.Digest] = true
 		for _, data := range w.Assets {
 			assets[digest(data)] = true
 		}
-	})
+	}
 	digests := make([]string, 0, len(workflows))
 	for d := range workflows {
 		digests = append(digests, d)
@@ -84,23 +84,6 @@ func verify(w io.Writer, wf *workflow.Workflow, m *manifest.Manifest) error {
 		fmt.Fprintf(w, "ok   embedded effective needs match effective_needs_sha256 %s\n", m.EffectiveNeedsSHA256)
 	}
 	return nil
-}
-
-// walk calls fn for wf and each workflow below it, once each.
-func walk(wf *workflow.Workflow, fn func(*workflow.Workflow)) {
-	seen := map[*workflow.Workflow]bool{}
-	var visit func(*workflow.Workflow)
-	visit = func(w *workflow.Workflow) {
-		if w == nil || seen[w] {
-			return
-		}
-		seen[w] = true
-		fn(w)
-		for _, c := range w.Children {
-			visit(c)
-		}
-	}
-	visit(wf)
 }
 
 func digest(b []byte) string {
