@@ -18,6 +18,7 @@ import (
 
 	"github.com/kilnworks/kiln/gen"
 	"github.com/kilnworks/kiln/gen/fixture"
+	"github.com/kilnworks/kiln/runtime"
 )
 
 // diffSpec is the part of a fixture.toml the differential test uses; the
@@ -203,7 +204,7 @@ func buildSealed(t *testing.T, modDir, binDir string, cases []*diffCase) {
 	if err := os.MkdirAll(binDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, tags := range sortedKeys(groups) {
+	for _, tags := range runtime.SortedKeys(groups) {
 		args := []string{"build", "-trimpath", "-tags", tags, "-o", binDir + string(filepath.Separator)}
 		for _, c := range groups[tags] {
 			args = append(args, "./"+c.pkg)
@@ -243,10 +244,10 @@ func runDiffCase(t *testing.T, c *diffCase, argv []string) diffRun {
 			t.Fatal(err)
 		}
 	}
-	for _, p := range sortedKeys(s.Files) {
+	for _, p := range runtime.SortedKeys(s.Files) {
 		writeFile(t, p, []byte(s.Files[p]))
 	}
-	for _, link := range sortedKeys(s.Symlinks) {
+	for _, link := range runtime.SortedKeys(s.Symlinks) {
 		if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -276,7 +277,7 @@ func runDiffCase(t *testing.T, c *diffCase, argv []string) diffRun {
 	// resolves them against the workflow's directory.
 	cmd.Dir = c.dir
 	cmd.Env = os.Environ()
-	for _, k := range sortedKeys(s.Env) {
+	for _, k := range runtime.SortedKeys(s.Env) {
 		cmd.Env = append(cmd.Env, k+"="+s.Env[k])
 	}
 	var stdout, stderr bytes.Buffer

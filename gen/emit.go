@@ -50,7 +50,7 @@ type Output struct {
 }
 
 // Paths returns the output's file paths, sorted.
-func (o *Output) Paths() []string { return keysSorted(o.Files) }
+func (o *Output) Paths() []string { return runtime.SortedKeys(o.Files) }
 
 // Emit generates the Go package of plan: main.go, workflow_gen.go (the
 // workflow tree as composite literals), capabilities_gen.go (imports of
@@ -124,7 +124,7 @@ func (e *emitter) embedFiles() error {
 		}
 		e.sourceFile[w] = name
 		e.out.Files[name] = data
-		for _, p := range keysSorted(w.Assets) {
+		for _, p := range runtime.SortedKeys(w.Assets) {
 			sum := sha256.Sum256(w.Assets[p])
 			digest := hex.EncodeToString(sum[:])
 			if _, done := e.assetFile[digest]; done {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dave/jennifer/jen"
 
+	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
@@ -76,7 +77,7 @@ func (lw *literalWriter) workflowLit(w *workflow.Workflow) (jen.Code, error) {
 
 func (lw *literalWriter) childrenLit(w *workflow.Workflow) (jen.Code, error) {
 	var items []jen.Code
-	for _, p := range keysSorted(w.Children) {
+	for _, p := range runtime.SortedKeys(w.Children) {
 		name, ok := lw.childVar[w.Children[p]]
 		if !ok {
 			return nil, fmt.Errorf("child workflow %s of %q was not planned", p, w.Name)
@@ -88,7 +89,7 @@ func (lw *literalWriter) childrenLit(w *workflow.Workflow) (jen.Code, error) {
 
 func (lw *literalWriter) assetsLit(w *workflow.Workflow) (jen.Code, error) {
 	var items []jen.Code
-	for _, p := range keysSorted(w.Assets) {
+	for _, p := range runtime.SortedKeys(w.Assets) {
 		call, err := lw.assetCall(w, p)
 		if err != nil {
 			return nil, err

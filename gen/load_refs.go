@@ -7,8 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 
+	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
@@ -256,7 +256,7 @@ func assetPaths(wf *workflow.Workflow) []string {
 		out = append(out, r.InputSchema)
 	}
 	if wf.Auth != nil {
-		for _, name := range sortedKeys(wf.Auth.OIDC) {
+		for _, name := range runtime.SortedKeys(wf.Auth.OIDC) {
 			out = append(out, wf.Auth.OIDC[name].JWKSFile)
 		}
 	}
@@ -276,13 +276,4 @@ func uniqueNonEmpty(in []string) []string {
 		}
 	}
 	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

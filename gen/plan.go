@@ -11,6 +11,7 @@ import (
 
 	"github.com/kilnworks/kiln/capabilities/catalog"
 	"github.com/kilnworks/kiln/gen/needs"
+	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/manifest"
 	rneeds "github.com/kilnworks/kiln/runtime/needs"
 	"github.com/kilnworks/kiln/runtime/workflow"
@@ -129,7 +130,7 @@ func planInputs(root *workflow.Workflow) ([]manifest.Input, error) {
 		add(manifest.Input{Path: relPath(rootDir, w.Source), Kind: kind, SHA256: w.Digest})
 		dir := relPath(rootDir, filepath.Dir(absFile(w.Source)))
 		kinds := assetKinds(w)
-		for _, p := range keysSorted(w.Assets) {
+		for _, p := range runtime.SortedKeys(w.Assets) {
 			sum := sha256.Sum256(w.Assets[p])
 			rel := filepath.ToSlash(p)
 			if !filepath.IsAbs(p) {
@@ -166,7 +167,7 @@ func assetKinds(wf *workflow.Workflow) map[string]string {
 		set(r.InputSchema, "schema")
 	}
 	if wf.Auth != nil {
-		for _, name := range keysSorted(wf.Auth.OIDC) {
+		for _, name := range runtime.SortedKeys(wf.Auth.OIDC) {
 			set(wf.Auth.OIDC[name].JWKSFile, "jwks")
 		}
 	}
@@ -229,13 +230,4 @@ func absOf(p string) string {
 		return a
 	}
 	return filepath.Clean(p)
-}
-
-func keysSorted[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

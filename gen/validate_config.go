@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
@@ -236,7 +237,7 @@ func (c *checker) checkAuth() {
 			bad(where, "binding name must be letters, digits, _ or -")
 		}
 	}
-	for _, name := range sortedKeys(a.Bearer) {
+	for _, name := range runtime.SortedKeys(a.Bearer) {
 		b, where := a.Bearer[name], fmt.Sprintf("[auth.bearer.%s]", name)
 		checkName(where, name)
 		c.checkOneSource(where, "tokens_env, tokens_secret or tokens", b.TokensEnv, b.TokensSecret, b.Tokens != nil)
@@ -248,7 +249,7 @@ func (c *checker) checkAuth() {
 			}
 		}
 	}
-	for _, name := range sortedKeys(a.Basic) {
+	for _, name := range runtime.SortedKeys(a.Basic) {
 		b, where := a.Basic[name], fmt.Sprintf("[auth.basic.%s]", name)
 		checkName(where, name)
 		c.checkOneSource(where, "credentials_env, credentials_secret or credentials", b.CredentialsEnv, b.CredentialsSecret, b.Credentials != nil)
@@ -260,7 +261,7 @@ func (c *checker) checkAuth() {
 			}
 		}
 	}
-	for _, name := range sortedKeys(a.HMAC) {
+	for _, name := range runtime.SortedKeys(a.HMAC) {
 		h, where := a.HMAC[name], fmt.Sprintf("[auth.hmac.%s]", name)
 		checkName(where, name)
 		c.checkOneSource(where, "secret_env, secret_name or secret", h.SecretEnv, h.SecretName, h.Secret != "")
@@ -279,7 +280,7 @@ func (c *checker) checkAuth() {
 			}
 		}
 	}
-	for _, name := range sortedKeys(a.OIDC) {
+	for _, name := range runtime.SortedKeys(a.OIDC) {
 		o, where := a.OIDC[name], fmt.Sprintf("[auth.oidc.%s]", name)
 		checkName(where, name)
 		if o.Issuer == "" {
@@ -483,7 +484,7 @@ func (c *checker) checkMCPServers() {
 		case s.URL != "" && !isHTTPURL(s.URL):
 			c.add("invalid_mcp_server", "%s: url %q must be an http(s) URL", where, s.URL)
 		}
-		for _, v := range sortedKeys(s.Env) {
+		for _, v := range runtime.SortedKeys(s.Env) {
 			c.checkEnvName(where, "env", v)
 			c.checkSecretRef(where, "env."+v, s.Env[v])
 		}
@@ -609,7 +610,7 @@ func (c *checker) checkPolicy() {
 	if p.MCP != nil {
 		lists["mcp.servers"], lists["mcp.tools"], lists["mcp.resources"] = p.MCP.Servers, p.MCP.Tools, p.MCP.Resources
 	}
-	for _, k := range sortedKeys(lists) {
+	for _, k := range runtime.SortedKeys(lists) {
 		for _, pat := range lists[k] {
 			if strings.TrimSpace(pat) == "" {
 				bad("[policy.%s]: empty pattern", k)

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
@@ -236,7 +237,7 @@ func (c *checker) checkAgentLoop(where string, n *workflow.Node) {
 // no CR/LF, and no placeholder other than {{secret:NAME}} of a declared
 // secret (values are never context-interpolated).
 func (c *checker) checkHeaders(where string, headers map[string]string) {
-	for _, name := range sortedKeys(headers) {
+	for _, name := range runtime.SortedKeys(headers) {
 		val := headers[name]
 		if !headerNameRe.MatchString(name) {
 			c.add("invalid_header", "%s: header name %q is not a valid HTTP field name", where, name)

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
@@ -154,21 +155,12 @@ func (u *usage) walk(wf *workflow.Workflow, where string) {
 			}
 		}
 	}
-	for _, path := range sortedKeys(wf.Children) {
+	for _, path := range runtime.SortedKeys(wf.Children) {
 		u.walk(wf.Children[path], where+path+": ")
 	}
 }
 
 func setList(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/kilnworks/kiln/runtime"
 	rneeds "github.com/kilnworks/kiln/runtime/needs"
 	"github.com/kilnworks/kiln/runtime/policy"
 	"github.com/kilnworks/kiln/runtime/workflow"
@@ -237,17 +238,17 @@ func derived(wf *workflow.Workflow, families []string) []derivedNeed {
 	for _, w := range workflow.Tree(wf) {
 		class := "workflow:" + w.Name
 		if a := w.Auth; a != nil {
-			for _, name := range sortedKeys(a.Bearer) {
+			for _, name := range runtime.SortedKeys(a.Bearer) {
 				if k := a.Bearer[name].TokensEnv; k != "" {
 					add(class, secretNeed(k, "bearer tokens for auth binding "+name, false))
 				}
 			}
-			for _, name := range sortedKeys(a.Basic) {
+			for _, name := range runtime.SortedKeys(a.Basic) {
 				if k := a.Basic[name].CredentialsEnv; k != "" {
 					add(class, secretNeed(k, "basic credentials for auth binding "+name, false))
 				}
 			}
-			for _, name := range sortedKeys(a.HMAC) {
+			for _, name := range runtime.SortedKeys(a.HMAC) {
 				if k := a.HMAC[name].SecretEnv; k != "" {
 					add(class, secretNeed(k, "HMAC secret for auth binding "+name, false))
 				}
@@ -272,7 +273,7 @@ func derived(wf *workflow.Workflow, families []string) []derivedNeed {
 			}
 		}
 		for _, m := range w.MCPServers {
-			for _, v := range sortedKeys(m.Env) {
+			for _, v := range runtime.SortedKeys(m.Env) {
 				add("mcp:"+m.Name, secretNeed(m.Env[v], "secret passed to MCP server "+m.Name+" as "+v, false))
 			}
 			if u, err := url.Parse(m.URL); err == nil && u.Hostname() != "" {
@@ -382,7 +383,7 @@ func merge(asks []ask) ([]rneeds.Need, error) {
 			cur.Label = n.Label
 		}
 	}
-	for _, path := range sortedKeys(fsModes) {
+	for _, path := range runtime.SortedKeys(fsModes) {
 		list := fsModes[path]
 		var ro, rw []string
 		broader := true
@@ -480,15 +481,6 @@ func hostAllowed(p *workflow.Policy, host string) bool {
 		}
 	}
 	return false
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func sorted(s []string) []string { sort.Strings(s); return s }
