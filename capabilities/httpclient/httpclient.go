@@ -6,14 +6,21 @@
 // bodies at 1 MiB, and gives each request 30 s within the run deadline.
 // The policy check (method and URL) runs before anything is dialled.
 //
-// SSRF guard: the dialer checks every address it actually connects to
-// (after DNS, so rebinding does not help) and refuses loopback, private,
-// link-local, shared (CGNAT), multicast and unspecified addresses unless
-// the [policy.http] pattern that allowed the URL names its host
-// explicitly. With no [policy] block (allow-all, development) nothing is
-// named explicitly, so private addresses are refused there too: declare
-// [policy.http] urls = ["http://127.0.0.1:8080/**"] to reach a local
-// service. No proxy from the environment is used.
+// SSRF guard (capabilities/internal/netguard): the dialer checks every
+// address it actually connects to (after DNS, so rebinding does not help)
+// and refuses every address that is not public unicast unless the
+// [policy.http] pattern that allowed the URL names its host explicitly.
+// A named host may then also reach loopback, private and shared (CGNAT)
+// addresses, but link-local and cloud metadata addresses only when the
+// pattern names that exact IP literal (http://169.254.169.254/...). With
+// no [policy] block (allow-all, development) nothing is named explicitly,
+// so private addresses are refused there too: declare [policy.http] urls
+// = ["http://127.0.0.1:8080/**"] to reach a local service. No proxy from
+// the environment is used.
+//
+// Every request carries Idempotency-Key: the node's runtime.Call
+// IdempotencyKey, the same on a retry and after a resume, unless the node
+// declares that header itself.
 //
 // Declared headers ([nodes.headers]) are literals plus {{secret:NAME}}
 // placeholders resolved at request time through Services.Secret; values
@@ -31,15 +38,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/netip"
 	neturl "net/url"
 	"regexp"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/kilnworks/kiln/capabilities/internal/netguard"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/policy"
 	"github.com/kilnworks/kiln/runtime/workflow"
@@ -155,10 +160,18 @@ func do(ctx context.Context, c *runtime.Call, method string, headers []header) (
 	if err != nil {
 		return runtime.Result{}, c.Errorf(runtime.ClassTool, "build request: %v", err)
 	}
+	// What the dialer may connect to travels with the request to its
+	// Control hook, which judges the address actually dialled.
+	client, reach := guarded, netguard.Reach{}
+	if explicit {
+		client, reach = named, netguard.NamedHost(req.URL.Hostname())
+	}
+	req = req.WithContext(netguard.WithReach(reqCtx, reach))
 	if body == nil {
 		req.Body, req.ContentLength = http.NoBody, 0
 	}
 	req.Header.Set("User-Agent", "kiln-http_request")
+	req.Header.Set("Idempotency-Key", c.IdempotencyKey()) // a declared one replaces it below
 	if isJSON {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -173,10 +186,6 @@ func do(ctx context.Context, c *runtime.Call, method string, headers []header) (
 		req.Header.Set(h.name, v)
 	}
 
-	client := guarded
-	if explicit {
-		client = direct
-	}
 	resp, err := client.Do(req)
 	if err != nil {
 		return runtime.Result{}, transportError(ctx, reqCtx, c, method, url, err)
@@ -271,11 +280,13 @@ func responseHeaders(h http.Header) map[string]any {
 // error (retryable).
 func transportError(ctx, reqCtx context.Context, c *runtime.Call, method, url string, err error) error {
 	url = runtime.Redact(url)
-	var blocked *blockedAddr
+	var blocked *netguard.Blocked
 	if errors.As(err, &blocked) {
-		return runtime.Denied("http.request", url, fmt.Sprintf(
-			"resolves to %s address %s; name the host explicitly in [policy.http] urls to allow it",
-			blocked.why, blocked.addr))
+		hint := "name the host explicitly in [policy.http] urls to allow it"
+		if blocked.LiteralOnly {
+			hint = "only a [policy.http] url naming this IP literal allows it, not a host name resolving to it"
+		}
+		return runtime.Denied("http.request", url, fmt.Sprintf("resolves to %s address %s; %s", blocked.Why, blocked.Addr, hint))
 	}
 	if ctx.Err() != nil {
 		return c.Errorf(runtime.ClassTimeout, "%s %s: run deadline reached", method, url)
@@ -296,79 +307,25 @@ func unwrapURL(err error) error {
 	return err
 }
 
-// blockedAddr is the dialer's refusal of a non-public address.
-type blockedAddr struct {
-	addr netip.Addr
-	why  string
-}
-
-func (b *blockedAddr) Error() string {
-	return fmt.Sprintf("refusing to connect to %s address %s", b.why, b.addr)
-}
-
-var (
-	cgnat   = netip.MustParsePrefix("100.64.0.0/10")
-	thisNet = netip.MustParsePrefix("0.0.0.0/8")
-)
-
-// classify returns why addr is not a public unicast address, or "".
-func classify(addr netip.Addr) string {
-	addr = addr.Unmap()
-	switch {
-	case addr.IsLoopback():
-		return "loopback"
-	case addr.IsPrivate():
-		return "private"
-	case addr.IsLinkLocalUnicast(), addr.IsLinkLocalMulticast():
-		return "link-local"
-	case addr.IsUnspecified(), thisNet.Contains(addr):
-		return "unspecified"
-	case addr.IsMulticast(), addr.IsInterfaceLocalMulticast():
-		return "multicast"
-	case cgnat.Contains(addr):
-		return "shared (CGNAT)"
-	}
-	return ""
-}
-
-// guard is the dialer's Control hook: it sees the address actually being
-// connected to.
-func guard(network, address string, _ syscall.RawConn) error {
-	host, _, err := net.SplitHostPort(address)
-	if err != nil {
-		return err
-	}
-	addr, err := netip.ParseAddr(host)
-	if err != nil {
-		return &blockedAddr{addr: netip.Addr{}, why: "unparsable"}
-	}
-	if why := classify(addr); why != "" {
-		return &blockedAddr{addr: addr.Unmap(), why: why}
-	}
-	return nil
-}
-
 // Timeout bounds one request; tests shorten it.
 var Timeout = DefaultTimeout
 
-// guarded refuses non-public addresses; direct is used when the policy
-// named the host explicitly. Separate transports keep their connection
-// pools apart.
-var guarded, direct = newClient(true, nil), newClient(false, nil)
+// guarded carries requests to hosts no pattern names, named those to
+// hosts a pattern names. Both dial through the netguard Control hook; the
+// separate transports keep their connection pools apart, so a connection
+// a named request opened to a private address is never reused by a
+// request the guard would have refused.
+var guarded, named = newClient(nil), newClient(nil)
 
 // setRootCAs replaces the clients with ones trusting pool (tests).
 func setRootCAs(pool *x509.CertPool) {
-	guarded, direct = newClient(true, pool), newClient(false, pool)
+	guarded, named = newClient(pool), newClient(pool)
 }
 
-func newClient(guardDial bool, roots *x509.CertPool) *http.Client {
-	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
-	if guardDial {
-		d.Control = guard
-	}
+func newClient(roots *x509.CertPool) *http.Client {
 	t := &http.Transport{
 		Proxy:                  nil,
-		DialContext:            d.DialContext,
+		DialContext:            netguard.Dialer().DialContext,
 		TLSClientConfig:        &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
 		TLSHandshakeTimeout:    10 * time.Second,
 		MaxResponseHeaderBytes: 256 << 10,

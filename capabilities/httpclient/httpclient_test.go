@@ -3,19 +3,23 @@ package httpclient
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/kilnworks/kiln/capabilities/internal/netguard"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
@@ -271,18 +275,102 @@ func TestSSRFGuard(t *testing.T) {
 	}
 }
 
-func TestClassify(t *testing.T) {
-	for addr, want := range map[string]string{
-		"127.0.0.1": "loopback", "::1": "loopback", "::ffff:127.0.0.1": "loopback",
-		"10.1.2.3": "private", "172.16.0.1": "private", "192.168.1.1": "private", "fd00::1": "private",
-		"169.254.169.254": "link-local", "fe80::1": "link-local",
-		"0.0.0.0": "unspecified", "::": "unspecified", "0.1.2.3": "unspecified",
-		"100.64.0.1": "shared (CGNAT)", "239.1.1.1": "multicast", "224.0.0.251": "link-local",
-		"8.8.8.8": "", "2001:4860:4860::8888": "", "172.32.0.1": "",
-	} {
-		if got := classify(netip.MustParseAddr(addr)); got != want {
-			t.Fatalf("%s: %q, want %q", addr, got, want)
+// TestSSRFGuardNamedHost: naming a host lets it reach loopback (through
+// DNS too), but an address that needs its literal named stays refused
+// for a named host: the named client is guarded, not direct. 0.0.0.0
+// stands in for the metadata addresses (it is in the same class and, on
+// Linux, a connection to it reaches the loopback test server).
+func TestSSRFGuardNamedHost(t *testing.T) {
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer srv.Close()
+	port := srv.URL[strings.LastIndex(srv.URL, ":")+1:]
+
+	// A named hostname resolving to loopback is allowed.
+	localhost := "http://localhost:" + port
+	p := program(t, wf("GET", allow(localhost), ""))
+	if r := run(t, p, map[string]any{"url": localhost + "/x"}, runtime.RunOptions{}); r.rep.Outcome.Status != runtime.StatusCompleted || hits.Load() != 1 {
+		t.Fatalf("named localhost: %+v", r.rep.Outcome)
+	}
+
+	// The named client with a named-host reach, as for a hostname whose
+	// DNS answer is 0.0.0.0: refused at the dial.
+	req, _ := http.NewRequestWithContext(netguard.WithReach(context.Background(), netguard.Reach{Named: true}),
+		"GET", "http://0.0.0.0:"+port+"/", nil)
+	_, err := named.Do(req)
+	var blocked *netguard.Blocked
+	if !errors.As(err, &blocked) || !blocked.LiteralOnly || hits.Load() != 1 {
+		t.Fatalf("named client to 0.0.0.0: %v (hits %d)", err, hits.Load())
+	}
+
+	// Not named: refused, with the hint that only the literal opens it.
+	unspec := "http://0.0.0.0:" + port
+	p = program(t, wf("GET", "[policy.http]\nurls = [\"http://*\"]", ""))
+	r := run(t, p, map[string]any{"url": unspec + "/"}, runtime.RunOptions{})
+	if o := r.rep.Outcome; o.Status != runtime.StatusErrored || o.Err.Class != runtime.ClassPolicy ||
+		!strings.Contains(o.Reason, "unspecified (this network) address 0.0.0.0; only a [policy.http] url naming this IP literal allows it") {
+		t.Fatalf("0.0.0.0 not named: %+v", o)
+	}
+	// Naming the exact literal opens it.
+	p = program(t, wf("GET", allow(unspec), ""))
+	if r := run(t, p, map[string]any{"url": unspec + "/"}, runtime.RunOptions{}); r.rep.Outcome.Status != runtime.StatusCompleted || hits.Load() != 2 {
+		t.Fatalf("0.0.0.0 named as a literal: %+v (hits %d)", r.rep.Outcome, hits.Load())
+	}
+}
+
+// TestIdempotencyKey: every request carries the node's key, the same on
+// a retry; a key the node declares (any case) is sent instead, alone.
+func TestIdempotencyKey(t *testing.T) {
+	var mu sync.Mutex
+	var keys [][]string
+	var fail atomic.Int64 // requests to drop without an answer
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		keys = append(keys, r.Header.Values("Idempotency-Key"))
+		mu.Unlock()
+		if fail.Add(-1) >= 0 {
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				conn.Close() // a transport error: the engine retries
+			}
 		}
+	}))
+	defer srv.Close()
+	retry := "[nodes.retry]\nmax_attempts = 3\nbackoff_ms = 0"
+	take := func() [][]string {
+		mu.Lock()
+		defer mu.Unlock()
+		k := keys
+		keys = nil
+		return k
+	}
+
+	fail.Store(2)
+	p := program(t, wf("POST", allow(srv.URL), retry))
+	opts := runtime.RunOptions{ExecutionID: "run-idem-1"}
+	r := run(t, p, map[string]any{"url": srv.URL, "body": "pay"}, opts)
+	got := take()
+	sum := sha256.Sum256([]byte("run-idem-1.req")) // run id "." node id
+	want := hex.EncodeToString(sum[:])
+	if r.rep.Outcome.Status != runtime.StatusCompleted || len(got) != 3 || !strings.Contains(r.audit, "node.retry") {
+		t.Fatalf("outcome %+v, %d requests", r.rep.Outcome, len(got))
+	}
+	for i, k := range got {
+		if len(k) != 1 || k[0] != want {
+			t.Fatalf("attempt %d sent Idempotency-Key %q, want [%s]", i+1, k, want)
+		}
+	}
+	// Another run, another key.
+	fail.Store(0)
+	run(t, p, map[string]any{"url": srv.URL, "body": "pay"}, runtime.RunOptions{ExecutionID: "run-idem-2"})
+	if got := take(); len(got) != 1 || len(got[0]) != 1 || got[0][0] == want || len(got[0][0]) != 64 {
+		t.Fatalf("second run sent %q", got)
+	}
+	// Declared by the workflow, in any case: that value alone.
+	p = program(t, wf("POST", allow(srv.URL), "[nodes.headers]\nidempotency-KEY = \"order-42\""))
+	run(t, p, map[string]any{"url": srv.URL, "body": "pay"}, opts)
+	if got := take(); len(got) != 1 || len(got[0]) != 1 || got[0][0] != "order-42" {
+		t.Fatalf("declared key: sent %q", got)
 	}
 }
 
