@@ -1,8 +1,12 @@
 // Package fs is the capability family of the local file nodes: read_file,
-// write_file and create_dir (WORKFLOW-FORMAT §2). Every path goes through
-// the run's policy first (fs.read or fs.write): the check cleans the path,
-// refuses "..", resolves symlinks of the existing part, and the handlers
-// then use the resolved path. Dry-run checks the policy and returns a
+// write_file and create_dir. Every path goes through the run's policy
+// first (fs.read or fs.write): the check cleans the path, refuses "..",
+// resolves symlinks of the existing part and matches the result against
+// the allowlist. That check works on names, and names can change before
+// they are used, so the handlers then open the allowlist root the policy
+// names, resolve the path beneath it (package beneath), confirm that what
+// they opened is still in the allowlist, and read, create and rename only
+// through those descriptors. Dry-run checks the policy and returns a
 // placeholder with dry_run: true instead of touching the disk.
 package fs
 
@@ -11,11 +15,9 @@ import (
 	"errors"
 	"fmt"
 	iofs "io/fs"
-	"os"
-	"path/filepath"
-	"unicode/utf8"
 
 	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/runtime/policy"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
@@ -39,7 +41,7 @@ func required(key, value string) error {
 	return nil
 }
 
-// read_file: {path, content, bytes} of a UTF-8 file.
+// read_file: {path, content, bytes} of a UTF-8 regular file.
 func prepareReadFile(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, error) {
 	if err := required("path_from", n.PathFrom); err != nil {
 		return nil, err
@@ -50,19 +52,17 @@ func prepareReadFile(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, er
 		if err != nil {
 			return runtime.Result{}, err
 		}
-		resolved, err := c.Run.Policy().FSRead(path)
+		pol := c.Run.Policy()
+		resolved, root, err := pol.FSTarget(policy.FSReadCheck, path)
 		if err != nil {
 			return runtime.Result{}, err
 		}
 		if c.DryRun() {
 			return runtime.Next(map[string]any{"path": resolved, "dry_run": true}), nil
 		}
-		data, err := os.ReadFile(resolved)
+		data, err := readFile(pol, resolved, root)
 		if err != nil {
-			return runtime.Result{}, c.Errorf(runtime.ClassTool, "read %s: %v", resolved, unwrapPathError(err))
-		}
-		if !utf8.Valid(data) {
-			return runtime.Result{}, c.Errorf(runtime.ClassTool, "read %s: not UTF-8 text", resolved)
+			return runtime.Result{}, failed(c, "read", resolved, err)
 		}
 		return runtime.Next(map[string]any{"path": resolved, "content": string(data), "bytes": len(data)}), nil
 	}, nil
@@ -85,7 +85,8 @@ func prepareWriteFile(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, e
 		if err != nil {
 			return runtime.Result{}, err
 		}
-		resolved, err := c.Run.Policy().FSWrite(path)
+		pol := c.Run.Policy()
+		resolved, root, err := pol.FSTarget(policy.FSWriteCheck, path)
 		if err != nil {
 			return runtime.Result{}, err
 		}
@@ -102,18 +103,15 @@ func prepareWriteFile(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, e
 		if c.DryRun() {
 			return runtime.Next(map[string]any{"path": resolved, "bytes": len(data), "dry_run": true}), nil
 		}
-		perm := os.FileMode(0o644)
-		if fi, err := os.Stat(resolved); err == nil {
-			if fi.IsDir() {
-				return runtime.Result{}, c.Errorf(runtime.ClassTool, "write %s: is a directory", resolved)
-			}
-			perm = fi.Mode().Perm()
+		perm, err := existingMode(resolved, root)
+		if err != nil {
+			return runtime.Result{}, failed(c, "write", resolved, err)
 		}
 		if err := c.Run.AddFSWrite(int64(len(data))); err != nil {
 			return runtime.Result{}, err
 		}
-		if err := runtime.WriteFileAtomic(resolved, data, perm); err != nil {
-			return runtime.Result{}, c.Errorf(runtime.ClassTool, "write %s: %v", resolved, unwrapPathError(err))
+		if err := writeFile(pol, resolved, root, data, perm); err != nil {
+			return runtime.Result{}, failed(c, "write", resolved, err)
 		}
 		return runtime.Next(map[string]any{"path": resolved, "bytes": len(data), "written": true}), nil
 	}, nil
@@ -130,26 +128,31 @@ func prepareCreateDir(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, e
 		if err != nil {
 			return runtime.Result{}, err
 		}
-		resolved, err := c.Run.Policy().FSWrite(path)
+		pol := c.Run.Policy()
+		resolved, root, err := pol.FSTarget(policy.FSWriteCheck, path)
 		if err != nil {
 			return runtime.Result{}, err
 		}
 		if c.DryRun() {
 			return runtime.Next(map[string]any{"path": resolved, "dry_run": true}), nil
 		}
-		if err := os.MkdirAll(resolved, 0o755); err != nil {
-			return runtime.Result{}, c.Errorf(runtime.ClassTool, "create %s: %v", resolved, unwrapPathError(err))
+		if err := createDir(pol, resolved, root); err != nil {
+			return runtime.Result{}, failed(c, "create", resolved, err)
 		}
 		return runtime.Next(map[string]any{"path": resolved, "created": true}), nil
 	}, nil
 }
 
-// unwrapPathError drops the op and path of a *PathError: the message
-// already names the path.
-func unwrapPathError(err error) error {
-	var pe *iofs.PathError
-	if errors.As(err, &pe) && filepath.IsAbs(pe.Path) {
-		return pe.Err
+// failed reports err of verb on path: a policy denial as it is (the engine
+// counts and audits it), anything else as a tool error naming the path
+// (and only that path: a temp file's name would only confuse).
+func failed(c *runtime.Call, verb, path string, err error) error {
+	if policy.IsDenial(err) {
+		return err
 	}
-	return err
+	var pe *iofs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return c.Errorf(runtime.ClassTool, "%s %s: %v", verb, path, err)
 }

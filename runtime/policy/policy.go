@@ -146,32 +146,119 @@ func resolvePatterns(patterns []string) []string {
 }
 
 // FSRead checks a read of path and returns the resolved path to use.
-func (p *Policy) FSRead(path string) (string, error) { return p.fs("fs.read", path, p.fsRead) }
+func (p *Policy) FSRead(path string) (string, error) { return p.fsResolved(FSReadCheck, path) }
 
 // FSWrite checks a write (or mkdir) of path and returns the resolved path.
-func (p *Policy) FSWrite(path string) (string, error) { return p.fs("fs.write", path, p.fsWrite) }
+func (p *Policy) FSWrite(path string) (string, error) { return p.fsResolved(FSWriteCheck, path) }
 
-// FSDelete checks a removal of path and returns the resolved path.
-func (p *Policy) FSDelete(path string) (string, error) { return p.fs("fs.delete", path, p.fsDelete) }
+// FSDelete checks a removal of path and returns the resolved path. No node
+// deletes yet; one that does must open beneath FSTarget's root and confirm
+// with FSConfirm, as capabilities/fs does for reads and writes.
+func (p *Policy) FSDelete(path string) (string, error) { return p.fsResolved(FSDeleteCheck, path) }
 
 // FSList checks a directory listing; an empty `list` falls back to `read`.
-func (p *Policy) FSList(path string) (string, error) { return p.fs("fs.list", path, p.fsList) }
+// No node lists yet; the note on FSDelete applies.
+func (p *Policy) FSList(path string) (string, error) { return p.fsResolved(FSListCheck, path) }
 
-func (p *Policy) fs(what, path string, allow []string) (string, error) {
-	resolved, err := ResolvePath(path)
+// The filesystem checks, as FSTarget and FSConfirm name them (and as a
+// Denial's What reports them).
+const (
+	FSReadCheck   = "fs.read"
+	FSWriteCheck  = "fs.write"
+	FSDeleteCheck = "fs.delete"
+	FSListCheck   = "fs.list"
+)
+
+func (p *Policy) fsResolved(what, path string) (string, error) {
+	resolved, _, err := p.FSTarget(what, path)
+	return resolved, err
+}
+
+// fsAllow is the allowlist of a filesystem check (nil for an unknown one).
+func (p *Policy) fsAllow(what string) []string {
+	switch what {
+	case FSReadCheck:
+		return p.fsRead
+	case FSWriteCheck:
+		return p.fsWrite
+	case FSDeleteCheck:
+		return p.fsDelete
+	case FSListCheck:
+		return p.fsList
+	}
+	return nil
+}
+
+// FSTarget checks what (FSReadCheck, FSWriteCheck, ...) on path, as FSRead
+// and the others do, and also returns the allowlist root of the resolved
+// path: the literal directory of the deepest pattern that matches it ("/"
+// when allow-all). The check resolves symlinks by name, so it holds only
+// for the moment it ran: a handler opens root, resolves the rest of the
+// path beneath it (capabilities/internal/beneath), and confirms the object
+// it opened with FSConfirm before using it.
+func (p *Policy) FSTarget(what, path string) (resolved, root string, err error) {
+	switch what {
+	case FSReadCheck, FSWriteCheck, FSDeleteCheck, FSListCheck:
+	default:
+		return "", "", deny(what, path, "unknown filesystem check")
+	}
+	resolved, err = ResolvePath(path)
 	if err != nil {
-		return "", deny(what, path, err.Error())
+		return "", "", deny(what, path, err.Error())
 	}
 	if p.allowAll {
-		return resolved, nil
+		return resolved, "/", nil
 	}
 	if p.spec.FS == nil {
-		return "", deny(what, resolved, "no [policy.fs] section (deny by default)")
+		return "", "", deny(what, resolved, "no [policy.fs] section (deny by default)")
 	}
+	allow := p.fsAllow(what)
 	if !MatchAny(allow, resolved) {
-		return "", deny(what, resolved, "not in the allowlist")
+		return "", "", deny(what, resolved, "not in the allowlist")
 	}
-	return resolved, nil
+	return resolved, rootOf(allow, resolved), nil
+}
+
+// FSConfirm checks real, the path the kernel reports for an object a
+// handler opened (or the path of one it is about to create), against the
+// allowlist of what: the check on the object itself, which no rename or
+// symlink swap after FSTarget can change.
+func (p *Policy) FSConfirm(what, real string) error {
+	if p.allowAll {
+		return nil
+	}
+	if p.spec.FS == nil || !MatchAny(p.fsAllow(what), real) {
+		return deny(what, real, "not in the allowlist")
+	}
+	return nil
+}
+
+// rootOf returns the deepest literal directory of a pattern in allow that
+// matches the absolute path s, "/" if none has one: "/d" for "/d/**",
+// "/d/*" and the prefix "/d/x*", and an exact path's parent directory.
+func rootOf(allow []string, s string) string {
+	root := "/"
+	for _, pat := range allow {
+		if !filepath.IsAbs(pat) || !Match(pat, s) {
+			continue
+		}
+		var dir string
+		switch {
+		case strings.HasSuffix(pat, "/**"):
+			dir = strings.TrimSuffix(pat, "/**")
+		case strings.HasSuffix(pat, "/*"):
+			dir = strings.TrimSuffix(pat, "/*")
+		case strings.HasSuffix(pat, "*"):
+			dir = filepath.Dir(strings.TrimSuffix(pat, "*"))
+		default:
+			dir = filepath.Dir(pat)
+		}
+		dir = filepath.Clean("/" + dir)
+		if len(dir) > len(root) && (s == dir || strings.HasPrefix(s, dir+"/")) {
+			root = dir
+		}
+	}
+	return root
 }
 
 // ResolvePath makes path absolute, refuses any ".." segment, and resolves
@@ -239,8 +326,9 @@ type HTTPRequest struct {
 }
 
 // HTTP checks an outbound request. explicit reports whether the URL was
-// allowed by a pattern naming its host literally (the SSRF guard lets such
-// requests reach private addresses).
+// allowed by a pattern naming its host literally: the SSRF guard then lets
+// the request reach loopback and private addresses, and link-local or
+// cloud metadata ones only when that host is the IP literal itself.
 func (p *Policy) HTTP(r HTTPRequest) (explicit bool, err error) {
 	method, rawURL := r.Method, r.URL
 	if (r.Scheme != "http" && r.Scheme != "https") || r.Host == "" {
@@ -296,23 +384,44 @@ func (p *Policy) Shell(command string) error {
 // ShellResolve checks a command and returns its resolved path, which the
 // caller must execute.
 func (p *Policy) ShellResolve(command string) (string, error) {
+	resolved, _, err := p.ShellTarget(command)
+	return resolved, err
+}
+
+// ShellTarget checks a command like ShellResolve and also returns its
+// allowlist root (see FSTarget): the caller opens the command beneath it,
+// confirms it with ShellConfirm and executes the descriptor it holds, not
+// the name.
+func (p *Policy) ShellTarget(command string) (resolved, root string, err error) {
 	if !filepath.IsAbs(command) {
-		return "", deny("shell.run", command, "command must be an absolute path")
+		return "", "", deny("shell.run", command, "command must be an absolute path")
 	}
-	resolved, err := ResolvePath(command)
+	resolved, err = ResolvePath(command)
 	if err != nil {
-		return "", deny("shell.run", command, err.Error())
+		return "", "", deny("shell.run", command, err.Error())
 	}
 	if p.allowAll {
-		return resolved, nil
+		return resolved, "/", nil
 	}
 	if p.spec.Shell == nil {
-		return "", deny("shell.run", resolved, "no [policy.shell] section (deny by default)")
+		return "", "", deny("shell.run", resolved, "no [policy.shell] section (deny by default)")
 	}
 	if !MatchAny(p.shell, resolved) {
-		return "", deny("shell.run", resolved, "not in the allowlist")
+		return "", "", deny("shell.run", resolved, "not in the allowlist")
 	}
-	return resolved, nil
+	return resolved, rootOf(p.shell, resolved), nil
+}
+
+// ShellConfirm checks real, the path the kernel reports for the command a
+// caller opened, against the shell allowlist (see FSConfirm).
+func (p *Policy) ShellConfirm(real string) error {
+	if p.allowAll {
+		return nil
+	}
+	if p.spec.Shell == nil || !MatchAny(p.shell, real) {
+		return deny("shell.run", real, "not in the allowlist")
+	}
+	return nil
 }
 
 // MCPTool checks a tool call against [policy.mcp].tools.
