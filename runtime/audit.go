@@ -8,10 +8,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -231,121 +229,6 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
-}
-
-// RedactedMarker replaces every registered secret value.
-const RedactedMarker = "[REDACTED]"
-
-var (
-	redactMu      sync.Mutex
-	redactSecrets = map[string]bool{}
-	redactor      atomic.Pointer[redactSet]
-)
-
-// redactSet is the registered secrets, replaced whole on every
-// registration.
-type redactSet struct {
-	rep   *strings.Replacer
-	forms []string // every registered form, longest first
-}
-
-// scanMax is how many forms contains checks one by one. A text that holds
-// none (nearly every text) is then returned as it is, without the copy
-// strings.Replacer makes of it; beyond that many, the replacer's single
-// pass is cheaper than one scan per form.
-const scanMax = 16
-
-func (rs *redactSet) contains(s string) bool {
-	if len(rs.forms) > scanMax {
-		return true
-	}
-	for _, f := range rs.forms {
-		if strings.Contains(s, f) {
-			return true
-		}
-	}
-	return false
-}
-
-// RedactValue registers a secret value: from now on it is replaced by
-// [REDACTED] in every audit record, and Redact removes it from any text the
-// process prints (outcomes, records, error messages). Everything that
-// resolves a secret must call it before the value can reach a log.
-func RedactValue(secret string) {
-	if secret == "" {
-		return
-	}
-	redactMu.Lock()
-	defer redactMu.Unlock()
-	forms := []string{secret}
-	// The value as it appears inside a JSON string (quotes, backslashes,
-	// control characters escaped), so encoded records are covered too.
-	if b, err := EncodeJSON(secret); err == nil {
-		if esc := string(b[1 : len(b)-1]); esc != secret {
-			forms = append(forms, esc)
-		}
-	}
-	added := false
-	for _, f := range forms {
-		if !redactSecrets[f] {
-			redactSecrets[f] = true
-			added = true
-		}
-	}
-	if !added {
-		return
-	}
-	all := make([]string, 0, len(redactSecrets))
-	for s := range redactSecrets {
-		all = append(all, s)
-	}
-	// Longest first: when one secret contains another, the whole of the
-	// longer one is replaced.
-	sort.Slice(all, func(i, j int) bool {
-		if len(all[i]) != len(all[j]) {
-			return len(all[i]) > len(all[j])
-		}
-		return all[i] < all[j]
-	})
-	redactor.Store(newRedactSet(all))
-}
-
-// newRedactSet builds the set of forms, which must be sorted longest first.
-func newRedactSet(forms []string) *redactSet {
-	pairs := make([]string, 0, 2*len(forms))
-	for _, s := range forms {
-		pairs = append(pairs, s, RedactedMarker)
-	}
-	return &redactSet{rep: strings.NewReplacer(pairs...), forms: forms}
-}
-
-// holdsSecret reports whether s may hold a registered secret value (when
-// it does not, Redact returns it as it is).
-func holdsSecret(s string) bool {
-	rs := redactor.Load()
-	return rs != nil && rs.contains(s)
-}
-
-// Redact replaces every registered secret value in s with [REDACTED].
-func Redact(s string) string {
-	rs := redactor.Load()
-	if rs == nil || !rs.contains(s) {
-		return s
-	}
-	return rs.rep.Replace(s)
-}
-
-// RedactBytes is Redact for encoded output. b itself is returned when it
-// holds no secret.
-func RedactBytes(b []byte) []byte {
-	rs := redactor.Load()
-	if rs == nil {
-		return b
-	}
-	if s := string(b); rs.contains(s) {
-		return []byte(rs.rep.Replace(s))
-	}
-	return b
 }
 
 // redactHandler redacts the message and every attribute of each record,

@@ -1,15 +1,24 @@
 package runtime
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 )
 
 // Checkpoint is a saved run: enough to continue it in another process.
-// It never holds secret values: node outputs that carried a secret were
-// already redacted by their handlers.
+// It never holds secret values: its data (outputs, trigger, reason) is
+// redacted when it is written, so a resumed run sees [REDACTED] where a
+// secret value appeared in them. Its identifiers (run id, workflow, digest,
+// node ids, state) are kiln's own and are written as they are, so a
+// checkpoint stays resumable even under a short secret.
 type Checkpoint struct {
 	RunID          string         `json:"run_id"`
 	Workflow       string         `json:"workflow"`
@@ -24,6 +33,101 @@ type Checkpoint struct {
 	// Loops holds loop-edge counters by edge index, so a resumed run
 	// keeps its loop budgets (the reference reset them).
 	Loops map[string]int `json:"loops"`
+
+	file string // the file it was read from, for errors ("" = not read)
+}
+
+// checkpointFile is the strict file form of a Checkpoint: a nil field was
+// missing (or null) in the file.
+type checkpointFile struct {
+	RunID          *string        `json:"run_id"`
+	Workflow       *string        `json:"workflow"`
+	WorkflowDigest *string        `json:"workflow_digest"`
+	StartNode      *string        `json:"start_node"`
+	State          *string        `json:"state"`
+	Reason         string         `json:"reason"`
+	PausedAt       string         `json:"paused_at"`
+	NextNode       *string        `json:"next_node"`
+	Trigger        map[string]any `json:"trigger"`
+	Outputs        map[string]any `json:"outputs"`
+	Loops          map[string]int `json:"loops"`
+}
+
+// maxCheckpointBytes bounds what reading one checkpoint file may take.
+const maxCheckpointBytes = 256 << 20
+
+// readCheckpoint reads and strictly checks the checkpoint file at path:
+// one JSON object, no unknown field, every field present and valid, and
+// its run id the one its file name says. Whether it fits a workflow (its
+// digest, its node ids) is Program.CheckResume's part. Errors name the
+// file.
+func readCheckpoint(path string) (*Checkpoint, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("no checkpoint %s", path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxCheckpointBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %v", path, err)
+	}
+	if len(data) > maxCheckpointBytes {
+		return nil, fmt.Errorf("checkpoint %s is larger than %d MiB; refused", path, maxCheckpointBytes>>20)
+	}
+	cp, err := decodeCheckpoint(data, strings.TrimSuffix(filepath.Base(path), ".json"))
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s is not valid: %v", path, err)
+	}
+	cp.file = path
+	return cp, nil
+}
+
+func decodeCheckpoint(data []byte, runID string) (*Checkpoint, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber() // outputs keep their number text, as in a live run
+	dec.DisallowUnknownFields()
+	var f checkpointFile
+	if err := dec.Decode(&f); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("trailing data after the checkpoint object")
+	}
+	for _, req := range []struct {
+		name  string
+		isSet bool
+	}{
+		{"run_id", f.RunID != nil}, {"workflow", f.Workflow != nil}, {"workflow_digest", f.WorkflowDigest != nil},
+		{"start_node", f.StartNode != nil}, {"state", f.State != nil}, {"next_node", f.NextNode != nil},
+		{"trigger", f.Trigger != nil}, {"outputs", f.Outputs != nil}, {"loops", f.Loops != nil},
+	} {
+		if !req.isSet {
+			return nil, fmt.Errorf("field %s is missing or null", req.name)
+		}
+	}
+	cp := &Checkpoint{RunID: *f.RunID, Workflow: *f.Workflow, WorkflowDigest: *f.WorkflowDigest,
+		StartNode: *f.StartNode, State: *f.State, Reason: f.Reason, PausedAt: f.PausedAt, NextNode: *f.NextNode,
+		Trigger: f.Trigger, Outputs: f.Outputs, Loops: f.Loops}
+	switch {
+	case !validRunID(cp.RunID) || cp.RunID == "." || cp.RunID == "..":
+		return nil, fmt.Errorf("run_id %q is not a valid run id", cp.RunID)
+	case cp.RunID != runID:
+		return nil, fmt.Errorf("run_id %q does not match the file name (run %s)", cp.RunID, runID)
+	}
+	switch cp.State {
+	case CheckpointPaused, CheckpointIncomplete, CheckpointErrored:
+	default:
+		return nil, fmt.Errorf("state %q: want %s, %s or %s", cp.State, CheckpointPaused, CheckpointIncomplete, CheckpointErrored)
+	}
+	for k, v := range cp.Loops {
+		if i, err := strconv.Atoi(k); err != nil || i < 0 || v < 0 {
+			return nil, fmt.Errorf("loops entry %q: %d: want a non-negative edge index and count", k, v)
+		}
+	}
+	return cp, nil
 }
 
 // validRunID accepts 1..128 characters of [A-Za-z0-9_.-]. A loop, not a
@@ -90,13 +194,36 @@ func (r *Run) writeCheckpoint(next, state, reason string) error {
 		StartNode: r.StartNode, State: state, Reason: reason, PausedAt: r.last, NextNode: next,
 		Trigger: r.trigger, Outputs: r.Outputs(), Loops: loops,
 	}
-	data, err := EncodeJSONIndent(cp)
-	if err != nil {
-		return Errorf(ClassConfig, "encode checkpoint: %v", err)
+	if err := saveCheckpoint(path, cp); err != nil {
+		return Errorf(ClassConfig, "%v", err)
 	}
-	// Belt and braces: no registered secret value is ever written to disk.
-	if err := WriteFileAtomic(path, RedactBytes(data), 0o600); err != nil {
-		return Errorf(ClassConfig, "write checkpoint: %v", err)
+	return nil
+}
+
+// saveCheckpoint writes cp to path with its data redacted: a checkpoint
+// is a sink, and no registered secret value is ever written to disk. cp
+// itself (the run's own values) is not changed.
+func saveCheckpoint(path string, cp *Checkpoint) error {
+	red := *cp
+	red.Reason = Redact(cp.Reason)
+	red.Trigger, _ = RedactTree(cp.Trigger).(map[string]any)
+	red.Outputs, _ = RedactTree(cp.Outputs).(map[string]any)
+	// Never null: a reader refuses a checkpoint with a field missing.
+	if red.Trigger == nil {
+		red.Trigger = map[string]any{}
+	}
+	if red.Outputs == nil {
+		red.Outputs = map[string]any{}
+	}
+	if red.Loops == nil {
+		red.Loops = map[string]int{}
+	}
+	data, err := EncodeJSONIndent(&red)
+	if err != nil {
+		return fmt.Errorf("encode checkpoint: %v", err)
+	}
+	if err := WriteFileAtomic(path, data, 0o600); err != nil {
+		return fmt.Errorf("write checkpoint: %v", err)
 	}
 	return nil
 }

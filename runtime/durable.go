@@ -1,9 +1,7 @@
 package runtime
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -51,26 +50,6 @@ func LoadCheckpoint(stateDir, runID string) (*Checkpoint, error) {
 	return readCheckpoint(path)
 }
 
-func readCheckpoint(path string) (*Checkpoint, error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("no checkpoint %s", path)
-	}
-	if err != nil {
-		return nil, err
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber() // outputs keep their number text, as in a live run
-	var cp Checkpoint
-	if err := dec.Decode(&cp); err != nil {
-		return nil, fmt.Errorf("checkpoint %s is not valid: %v", path, err)
-	}
-	if cp.Outputs == nil {
-		cp.Outputs = map[string]any{}
-	}
-	return &cp, nil
-}
-
 // CheckpointInfo is one entry of ListCheckpoints.
 type CheckpointInfo struct {
 	*Checkpoint
@@ -80,46 +59,81 @@ type CheckpointInfo struct {
 }
 
 // ListCheckpoints returns every checkpoint under stateDir, oldest first.
-func ListCheckpoints(stateDir string) ([]CheckpointInfo, error) {
-	paths, err := filepath.Glob(filepath.Join(stateDir, "runs", "*.json"))
-	if err != nil {
-		return nil, err
+// A file that is not a valid checkpoint is left out of the list and
+// reported in bad, one error per file, naming it. err is set only when the
+// directory cannot be read.
+func ListCheckpoints(stateDir string) (list []CheckpointInfo, bad []error, err error) {
+	dir := filepath.Join(stateDir, "runs")
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, nil
 	}
-	var out []CheckpointInfo
-	for _, p := range paths {
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") || strings.HasPrefix(e.Name(), ".") {
+			continue // temp files of WriteFileAtomic start with a dot
+		}
+		p := filepath.Join(dir, e.Name())
 		st, err := os.Stat(p)
 		if err != nil {
 			continue // removed meanwhile: the run finished
 		}
 		cp, err := readCheckpoint(p)
 		if err != nil {
-			return nil, err
+			if _, serr := os.Stat(p); errors.Is(serr, fs.ErrNotExist) {
+				continue // removed while it was read
+			}
+			bad = append(bad, err)
+			continue
 		}
-		out = append(out, CheckpointInfo{Checkpoint: cp, SavedAt: st.ModTime(), Active: runActive(stateDir, cp.RunID)})
+		list = append(list, CheckpointInfo{Checkpoint: cp, SavedAt: st.ModTime(), Active: runActive(stateDir, cp.RunID)})
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].SavedAt.Equal(out[j].SavedAt) {
-			return out[i].SavedAt.Before(out[j].SavedAt)
+	sort.Slice(list, func(i, j int) bool {
+		if !list[i].SavedAt.Equal(list[j].SavedAt) {
+			return list[i].SavedAt.Before(list[j].SavedAt)
 		}
-		return out[i].RunID < out[j].RunID
+		return list[i].RunID < list[j].RunID
 	})
-	return out, nil
+	return list, bad, nil
 }
 
-// CheckResume reports why cp cannot be resumed by p, or nil.
+// CheckResume reports why cp cannot be resumed by p, or nil: it must come
+// from this workflow (same digest), and every node and start node it names
+// must be one of p's.
 func (p *Program) CheckResume(cp *Checkpoint) error {
+	where := cp.file
+	if where == "" {
+		where = cp.RunID
+	}
+	refuse := func(format string, args ...any) error {
+		return Errorf(ClassConfig, "checkpoint %s %s; refusing to resume", where, fmt.Sprintf(format, args...))
+	}
 	if cp.WorkflowDigest != p.Workflow.Digest {
-		return Errorf(ClassConfig, "checkpoint %s was written by a different workflow (digest %.12s, this workflow %.12s); refusing to resume",
-			cp.RunID, cp.WorkflowDigest, p.Workflow.Digest)
+		return refuse("was written by a different workflow (digest %.12s, this workflow %.12s)", cp.WorkflowDigest, p.Workflow.Digest)
 	}
 	switch cp.State {
 	case CheckpointPaused, CheckpointIncomplete, CheckpointErrored:
 	default:
-		return Errorf(ClassConfig, "checkpoint %s has unknown state %q", cp.RunID, cp.State)
+		return refuse("has unknown state %q", cp.State)
 	}
-	if cp.NextNode != "" {
-		if _, ok := p.nodes[cp.NextNode]; !ok {
-			return Errorf(ClassConfig, "checkpoint %s resumes at unknown node %q", cp.RunID, cp.NextNode)
+	if _, err := p.Entry(cp.StartNode); err != nil {
+		return refuse("names unknown start node %q", cp.StartNode)
+	}
+	for _, id := range []string{cp.NextNode, cp.PausedAt} {
+		if _, ok := p.nodes[id]; id != "" && !ok {
+			return refuse("names unknown node %q", id)
+		}
+	}
+	for _, id := range SortedKeys(cp.Outputs) {
+		if _, ok := p.nodes[id]; !ok {
+			return refuse("holds the output of unknown node %q", id)
+		}
+	}
+	for k := range cp.Loops {
+		if i, err := strconv.Atoi(k); err != nil || i < 0 || i >= len(p.Workflow.Edges) {
+			return refuse("counts loops of unknown edge %q", k)
 		}
 	}
 	return nil
@@ -242,18 +256,15 @@ func (r *Run) settle(out *Outcome) {
 	}
 	cp, err := readCheckpoint(path)
 	if err != nil {
+		r.auditf(slog.LevelWarn, "checkpoint.write_failed", "error", err.Error())
 		return
 	}
 	cp.State = CheckpointErrored
-	cp.Reason = Redact(out.Reason)
+	cp.Reason = out.Reason
 	if out.Status == StatusTimedOut {
 		cp.Reason = "timed out"
 	}
-	data, err := EncodeJSONIndent(cp)
-	if err == nil {
-		err = WriteFileAtomic(path, RedactBytes(data), 0o600)
-	}
-	if err != nil {
+	if err := saveCheckpoint(path, cp); err != nil {
 		r.auditf(slog.LevelWarn, "checkpoint.write_failed", "error", err.Error())
 	}
 }

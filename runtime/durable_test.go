@@ -133,7 +133,8 @@ func TestRunLockExcludesOtherHolders(t *testing.T) {
 	// A resume while the run is held is refused and changes nothing.
 	p := dProgram(t, "d2", []workflow.Node{dNode("a", "d_step"), dNode("b", "d_step")}, chainEdges("a", "b"))
 	path, _ := CheckpointPath(dir, "held")
-	cp := &Checkpoint{RunID: "held", WorkflowDigest: "d2", State: CheckpointIncomplete, NextNode: "b", Outputs: map[string]any{}}
+	cp := &Checkpoint{RunID: "held", Workflow: "durable", WorkflowDigest: "d2", State: CheckpointIncomplete, NextNode: "b",
+		Trigger: map[string]any{}, Outputs: map[string]any{}, Loops: map[string]int{}}
 	data, _ := EncodeJSON(cp)
 	if err := WriteFileAtomic(path, data, 0o600); err != nil {
 		t.Fatal(err)
@@ -142,8 +143,8 @@ func TestRunLockExcludesOtherHolders(t *testing.T) {
 	if rep.Outcome.Status != StatusErrored || !strings.Contains(rep.Outcome.Reason, "executing in another process") {
 		t.Fatalf("outcome %+v", rep.Outcome)
 	}
-	infos, err := ListCheckpoints(dir)
-	if err != nil || len(infos) != 1 || !infos[0].Active {
+	infos, bad, err := ListCheckpoints(dir)
+	if err != nil || len(bad) > 0 || len(infos) != 1 || !infos[0].Active {
 		t.Fatalf("list %+v %v", infos, err)
 	}
 	unlock()
@@ -283,16 +284,16 @@ func TestCheckpointHoldsNoSecretValue(t *testing.T) {
 func TestListCheckpoints(t *testing.T) {
 	dReset()
 	dir := t.TempDir()
-	if infos, err := ListCheckpoints(dir); err != nil || len(infos) != 0 {
-		t.Fatalf("empty dir: %v %v", infos, err)
+	if infos, bad, err := ListCheckpoints(dir); err != nil || len(bad) > 0 || len(infos) != 0 {
+		t.Fatalf("empty dir: %v %v %v", infos, bad, err)
 	}
 	p := dProgram(t, "d8", []workflow.Node{dNode("a", "d_step"), dNode("p", "d_pause"), dNode("b", "d_step")}, chainEdges("a", "p", "b"))
 	for _, id := range []string{"r-1", "r-2"} {
 		(&Engine{StateDir: dir}).Run(context.Background(), p, RunOptions{ExecutionID: id})
 	}
-	infos, err := ListCheckpoints(dir)
-	if err != nil || len(infos) != 2 {
-		t.Fatalf("list %v %v", infos, err)
+	infos, bad, err := ListCheckpoints(dir)
+	if err != nil || len(bad) > 0 || len(infos) != 2 {
+		t.Fatalf("list %v %v %v", infos, bad, err)
 	}
 	for _, in := range infos {
 		if in.State != CheckpointPaused || in.NextNode != "b" || in.Active || in.SavedAt.IsZero() {

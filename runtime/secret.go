@@ -7,7 +7,7 @@ import (
 
 // EnvSecret is the Services.Secret of a process without the secrets family
 // (no [[secrets]] registry): the secret named NAME is the environment
-// variable NAME. The value is registered with RedactValue before it is
+// variable NAME. The value is registered with RedactSecret before it is
 // returned; an unset or empty variable is an error naming the secret,
 // never a silent empty value.
 func EnvSecret(name string) (string, error) {
@@ -15,7 +15,7 @@ func EnvSecret(name string) (string, error) {
 	if v == "" {
 		return "", fmt.Errorf("secret %s is not set (no [[secrets]] entry of that name and the environment variable is unset or empty)", name)
 	}
-	RedactValue(v)
+	RedactSecret(name, v)
 	return v, nil
 }
 

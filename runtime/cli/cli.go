@@ -269,6 +269,11 @@ func Main(args []string, o Options) int {
 			return fail(ExitUsage, "%s: %v", ext.Name, err)
 		}
 	}
+	// After Setup, which resolves the [[secrets]] registry: those short
+	// secrets are reported now, by name; secrets resolved later (the
+	// environment fallback) when they are first resolved.
+	runtime.WarnShortSecrets(func(name string) { warnShortSecret(o, audit, name) })
+	defer runtime.WarnShortSecrets(nil)
 	if code, ok := runDurable(ctx, host, &s, o, fail); ok {
 		return code
 	}
@@ -383,9 +388,22 @@ func envSecret(env func(string) string) func(string) (string, error) {
 		if v == "" {
 			return "", fmt.Errorf("secret %s is not set (no [[secrets]] registry: looked for the environment variable %s)", name, name)
 		}
-		runtime.RedactValue(v)
+		runtime.RedactSecret(name, v)
 		return v, nil
 	}
+}
+
+// warnShortSecret tells the operator, on stderr and in the audit log, that
+// a secret (by name, never its value) is short enough for its redaction
+// to hide unrelated output.
+func warnShortSecret(o Options, audit *slog.Logger, name string) {
+	msg := runtime.ShortSecretWarning(name)
+	fmt.Fprintf(o.Stderr, "%s: warning: %s\n", o.Prog, runtime.Redact(msg))
+	if name == "" {
+		audit.Warn("secret.short", "detail", msg)
+		return
+	}
+	audit.Warn("secret.short", "secret", name, "detail", msg)
 }
 
 func versionLine(o Options) string {
@@ -442,14 +460,14 @@ func finish(rep *runtime.Report, s *settings, o Options, fail func(int, string, 
 	if err != nil {
 		return fail(ExitFailed, "encode outcome: %v", err)
 	}
-	fmt.Fprintf(o.Stdout, "%s\n", runtime.RedactBytes(out))
+	fmt.Fprintf(o.Stdout, "%s\n", runtime.RedactJSON(out))
 	if rep.Outcome.Status == runtime.StatusErrored {
 		fmt.Fprintf(o.Stderr, "%s: %s\n", o.Prog, runtime.Redact(rep.Outcome.Reason))
 	}
 	if s.record != "" {
 		data, err := rep.Record()
 		if err == nil {
-			err = runtime.WriteFileAtomic(s.record, append(runtime.RedactBytes(data), '\n'), 0o600)
+			err = runtime.WriteFileAtomic(s.record, append(runtime.RedactJSON(data), '\n'), 0o600)
 		}
 		if err != nil {
 			return fail(ExitUsage, "--record: %v", err)

@@ -49,9 +49,11 @@ func (d *durableFlags) check(s *settings) error {
 }
 
 // listCheckpoints prints every checkpoint (without its outputs and
-// trigger, which may be large) as a JSON array.
+// trigger, which may be large) as a JSON array. A file that is not a valid
+// checkpoint is not listed: it is reported on stderr, naming the file, and
+// the exit code is ExitUsage.
 func listCheckpoints(h *runtime.Host, stateDir string, o Options, fail func(int, string, ...any) int) int {
-	infos, err := runtime.ListCheckpoints(stateDir)
+	infos, bad, err := runtime.ListCheckpoints(stateDir)
 	if err != nil {
 		return fail(ExitUsage, "--list-checkpoints: %v", err)
 	}
@@ -75,7 +77,13 @@ func listCheckpoints(h *runtime.Host, stateDir string, o Options, fail func(int,
 	if err != nil {
 		return fail(ExitFailed, "encode: %v", err)
 	}
-	fmt.Fprintf(o.Stdout, "%s\n", runtime.RedactBytes(out))
+	fmt.Fprintf(o.Stdout, "%s\n", runtime.RedactJSON(out))
+	for _, err := range bad {
+		fail(ExitUsage, "--list-checkpoints: %v", err)
+	}
+	if len(bad) > 0 {
+		return ExitUsage
+	}
 	return ExitOK
 }
 
@@ -106,9 +114,17 @@ func runDurable(ctx context.Context, h *runtime.Host, s *settings, o Options, fa
 // code: 5 when any resume failed or was refused, else 7 when any paused,
 // else 0 (also when there was nothing to resume).
 func resumeIncomplete(ctx context.Context, h *runtime.Host, s *settings, o Options, fail func(int, string, ...any) int) int {
-	infos, err := runtime.ListCheckpoints(s.stateDir)
+	infos, bad, err := runtime.ListCheckpoints(s.stateDir)
 	if err != nil {
 		return fail(ExitUsage, "--resume-incomplete: %v", err)
+	}
+	// A state directory holding a file that is not a valid checkpoint is
+	// not trusted: nothing is resumed until it is dealt with.
+	if len(bad) > 0 {
+		for _, err := range bad {
+			fail(ExitUsage, "--resume-incomplete: %v", err)
+		}
+		return fail(ExitUsage, "--resume-incomplete: nothing resumed: %d invalid checkpoint file(s)", len(bad))
 	}
 	results := []map[string]any{}
 	code := ExitOK
@@ -138,6 +154,6 @@ func resumeIncomplete(ctx context.Context, h *runtime.Host, s *settings, o Optio
 	if err != nil {
 		return fail(ExitFailed, "encode: %v", err)
 	}
-	fmt.Fprintf(o.Stdout, "%s\n", runtime.RedactBytes(out))
+	fmt.Fprintf(o.Stdout, "%s\n", runtime.RedactJSON(out))
 	return code
 }

@@ -86,7 +86,7 @@ func preflight(p *preflightFlags, o Options, audit *slog.Logger) (code int, done
 		fmt.Fprintf(o.Stderr, "%s: preflight report: %v\n", o.Prog, err)
 		return ExitUsage, true
 	}
-	out = runtime.RedactBytes(out)
+	out = runtime.RedactJSON(out)
 	if p.report {
 		fmt.Fprintf(o.Stdout, "%s\n", out)
 		if rep.Status == needs.Blocked {

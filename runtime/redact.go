@@ -1,0 +1,411 @@
+package runtime
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unicode/utf8"
+)
+
+// Secret values are redacted at the sinks only: the audit log, stdout and
+// stderr, the outcome JSON, --record files, checkpoints, HTTP replies,
+// spans and error texts. Node outputs (workflow data) keep the values they
+// carry, so a secret that also appears in data (a token "up" and a reply
+// {"state":"up"}) never changes what later nodes see. JSON sinks go through
+// RedactJSON, which rewrites string values only: the output stays valid
+// JSON and object keys, numbers, booleans and null are left as they are (a
+// secret used as an object key is the workflow author's choice).
+
+// RedactedMarker replaces every registered secret value.
+const RedactedMarker = "[REDACTED]"
+
+// ShortSecretLen is the length, in characters, under which a registered
+// secret is reported (WarnShortSecrets): redacting a value that short
+// hides unrelated text wherever it happens to occur.
+const ShortSecretLen = 8
+
+var (
+	redactMu      sync.Mutex
+	redactSecrets = map[string]bool{}
+	redactor      atomic.Pointer[redactSet]
+)
+
+// redactSet is the registered secrets, replaced whole on every
+// registration.
+type redactSet struct {
+	rep   *strings.Replacer
+	forms []string // every registered form, longest first
+	bytes [][]byte // forms, as bytes
+}
+
+// scanMax is how many forms contains checks one by one. A text that holds
+// none (nearly every text) is then returned as it is, without the copy
+// strings.Replacer makes of it; beyond that many, the replacer's single
+// pass is cheaper than one scan per form.
+const scanMax = 16
+
+func (rs *redactSet) contains(s string) bool {
+	if len(rs.forms) > scanMax {
+		return true
+	}
+	for _, f := range rs.forms {
+		if strings.Contains(s, f) {
+			return true
+		}
+	}
+	return false
+}
+
+func (rs *redactSet) containsBytes(b []byte) bool {
+	if len(rs.forms) > scanMax {
+		return true
+	}
+	for _, f := range rs.bytes {
+		if bytes.Contains(b, f) {
+			return true
+		}
+	}
+	return false
+}
+
+func (rs *redactSet) redact(s string) string {
+	if !rs.contains(s) {
+		return s
+	}
+	return rs.rep.Replace(s)
+}
+
+// RedactValue registers a secret value whose name is not known: from now
+// on it is replaced by [REDACTED] in every sink. Everything that resolves a
+// secret must call it (or RedactSecret) before the value can reach a sink.
+func RedactValue(secret string) { RedactSecret("", secret) }
+
+// RedactSecret is RedactValue for a secret known by name (a [[secrets]]
+// entry, an environment variable): a value shorter than ShortSecretLen is
+// reported under that name, never with its value.
+func RedactSecret(name, secret string) {
+	if secret == "" {
+		return
+	}
+	register(secret)
+	if utf8.RuneCountInString(secret) < ShortSecretLen {
+		noteShort(name, secret)
+	}
+}
+
+func register(secret string) {
+	redactMu.Lock()
+	defer redactMu.Unlock()
+	forms := []string{secret}
+	// The value as it appears inside a JSON string (quotes, backslashes,
+	// control characters escaped), so JSON inside plain text (an error
+	// quoting a request body) is covered too.
+	if b, err := EncodeJSON(secret); err == nil {
+		if esc := string(b[1 : len(b)-1]); esc != secret {
+			forms = append(forms, esc)
+		}
+	}
+	added := false
+	for _, f := range forms {
+		if !redactSecrets[f] {
+			redactSecrets[f] = true
+			added = true
+		}
+	}
+	if !added {
+		return
+	}
+	all := make([]string, 0, len(redactSecrets))
+	for s := range redactSecrets {
+		all = append(all, s)
+	}
+	// Longest first: when one secret contains another, the whole of the
+	// longer one is replaced.
+	sort.Slice(all, func(i, j int) bool {
+		if len(all[i]) != len(all[j]) {
+			return len(all[i]) > len(all[j])
+		}
+		return all[i] < all[j]
+	})
+	redactor.Store(newRedactSet(all))
+}
+
+// newRedactSet builds the set of forms, which must be sorted longest first.
+func newRedactSet(forms []string) *redactSet {
+	pairs := make([]string, 0, 2*len(forms))
+	bs := make([][]byte, len(forms))
+	for i, s := range forms {
+		pairs = append(pairs, s, RedactedMarker)
+		bs[i] = []byte(s)
+	}
+	return &redactSet{rep: strings.NewReplacer(pairs...), forms: forms, bytes: bs}
+}
+
+// holdsSecret reports whether s may hold a registered secret value (when
+// it does not, Redact returns it as it is).
+func holdsSecret(s string) bool {
+	rs := redactor.Load()
+	return rs != nil && rs.contains(s)
+}
+
+// Redact replaces every registered secret value in the plain text s with
+// [REDACTED].
+func Redact(s string) string {
+	rs := redactor.Load()
+	if rs == nil {
+		return s
+	}
+	return rs.redact(s)
+}
+
+// RedactBytes is Redact for plain text as bytes. b itself is returned when
+// it holds no secret. JSON goes through RedactJSON instead.
+func RedactBytes(b []byte) []byte {
+	rs := redactor.Load()
+	if rs == nil || !rs.containsBytes(b) {
+		return b
+	}
+	return []byte(rs.rep.Replace(string(b)))
+}
+
+// RedactJSON replaces every registered secret value inside the string
+// values of the JSON text b, comparing on the decoded strings (a secret is
+// found behind escapes too) and encoding what remains again. Object keys,
+// numbers, booleans, null, layout and structure are kept, so valid JSON
+// stays valid. b itself is returned when nothing changed; text that is not
+// JSON is redacted as plain text.
+func RedactJSON(b []byte) []byte {
+	rs := redactor.Load()
+	if rs == nil {
+		return b
+	}
+	// Without a backslash (and with valid UTF-8) every string decodes to
+	// its own bytes: a text that holds no secret holds none in a string.
+	if bytes.IndexByte(b, '\\') < 0 && utf8.Valid(b) && !rs.containsBytes(b) {
+		return b
+	}
+	out, err := redactJSONStrings(rs, b)
+	if err != nil {
+		return RedactBytes(b) // not JSON: never let a secret through
+	}
+	return out
+}
+
+// redactJSONStrings rewrites the string values of b that hold a secret.
+// The decoder finds the tokens; each one's place in b is where the last
+// token ended up to its end (only whitespace, ':' and ',' lie between
+// tokens, so a string starts at the first quote).
+func redactJSONStrings(rs *redactSet, b []byte) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	// objects[i] tells whether the i-th open container is an object;
+	// wantKey whether that object's next string is a key.
+	var objects, wantKey []bool
+	var out []byte // nil until the first change
+	copied, prev := 0, 0
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		end := int(dec.InputOffset())
+		inObject := len(objects) > 0 && objects[len(objects)-1]
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{', '[':
+				objects = append(objects, t == '{')
+				wantKey = append(wantKey, t == '{')
+			default:
+				objects, wantKey = objects[:len(objects)-1], wantKey[:len(wantKey)-1]
+				if len(objects) > 0 && objects[len(objects)-1] {
+					wantKey[len(wantKey)-1] = true // the closed container was a value
+				}
+			}
+		case string:
+			if inObject {
+				isKey := wantKey[len(wantKey)-1]
+				wantKey[len(wantKey)-1] = !isKey
+				if isKey {
+					break
+				}
+			}
+			red := rs.redact(t)
+			if red == t {
+				break
+			}
+			enc, err := EncodeJSON(red)
+			if err != nil {
+				return nil, err
+			}
+			start := prev + bytes.IndexByte(b[prev:end], '"')
+			out = append(append(out, b[copied:start]...), enc...)
+			copied = end
+		default: // number, bool, null
+			if inObject {
+				wantKey[len(wantKey)-1] = true
+			}
+		}
+		prev = end
+	}
+	if out == nil {
+		return b, nil
+	}
+	return append(out, b[copied:]...), nil
+}
+
+// RedactTree returns the JSON value v (maps, slices, strings, numbers)
+// with every registered secret replaced in its string values; object keys
+// are kept. v is never modified: a container is copied when something
+// inside it changed, and v itself is returned when nothing did.
+func RedactTree(v any) any {
+	rs := redactor.Load()
+	if rs == nil {
+		return v
+	}
+	out, _ := redactTree(rs, v)
+	return out
+}
+
+func redactTree(rs *redactSet, v any) (any, bool) {
+	switch x := v.(type) {
+	case nil, bool, json.Number, float64, int, int64:
+		return v, false
+	case string:
+		red := rs.redact(x)
+		return red, red != x
+	case map[string]any:
+		var cp map[string]any
+		for k, e := range x {
+			if red, changed := redactTree(rs, e); changed {
+				if cp == nil {
+					cp = maps.Clone(x)
+				}
+				cp[k] = red
+			}
+		}
+		if cp == nil {
+			return x, false
+		}
+		return cp, true
+	case []any:
+		var cp []any
+		for i, e := range x {
+			if red, changed := redactTree(rs, e); changed {
+				if cp == nil {
+					cp = slices.Clone(x)
+				}
+				cp[i] = red
+			}
+		}
+		if cp == nil {
+			return x, false
+		}
+		return cp, true
+	}
+	// Any other Go value is redacted through its JSON form.
+	b, err := EncodeJSON(v)
+	if err != nil {
+		return v, false // cannot be written to a sink either
+	}
+	red := RedactJSON(b)
+	if bytes.Equal(red, b) {
+		return v, false
+	}
+	dv, err := DecodeJSON(red)
+	if err != nil {
+		return RedactedMarker, true
+	}
+	return dv, true
+}
+
+// RedactBody redacts an HTTP reply body by its content type: JSON media
+// types (application/json, anything+json) through RedactJSON, everything
+// else as plain text.
+func RedactBody(contentType string, body []byte) []byte {
+	mt, _, _ := strings.Cut(contentType, ";")
+	mt = strings.ToLower(strings.TrimSpace(mt))
+	if mt == "application/json" || strings.HasSuffix(mt, "+json") {
+		return RedactJSON(body)
+	}
+	return RedactBytes(body)
+}
+
+// Short secrets. Each is reported once, to the function WarnShortSecrets
+// installs; those registered before it is installed wait for it. A value
+// registered without a name and then with one is reported by its name.
+var short struct {
+	mu       sync.Mutex
+	report   func(name string)
+	pending  []string          // values, in registration order
+	names    map[string]string // value -> name ("" = not known)
+	reported map[string]bool   // by value
+}
+
+func noteShort(name, value string) {
+	short.mu.Lock()
+	if short.reported[value] {
+		short.mu.Unlock()
+		return
+	}
+	if known, ok := short.names[value]; ok {
+		if known == "" && name != "" {
+			short.names[value] = name
+		}
+		short.mu.Unlock()
+		return
+	}
+	if short.names == nil {
+		short.names, short.reported = map[string]string{}, map[string]bool{}
+	}
+	short.names[value] = name
+	report := short.report
+	if report == nil {
+		short.pending = append(short.pending, value)
+		short.mu.Unlock()
+		return
+	}
+	short.reported[value] = true
+	short.mu.Unlock()
+	report(name)
+}
+
+// WarnShortSecrets installs report, called once for every registered
+// secret shorter than ShortSecretLen characters with its name ("" when it
+// was registered without one): at once for those registered so far, later
+// for the others as they are registered. nil uninstalls it.
+func WarnShortSecrets(report func(name string)) {
+	short.mu.Lock()
+	short.report = report
+	var names []string
+	if report != nil {
+		for _, v := range short.pending {
+			short.reported[v] = true
+			names = append(names, short.names[v])
+		}
+		short.pending = nil
+	}
+	short.mu.Unlock()
+	for _, n := range names {
+		report(n)
+	}
+}
+
+// ShortSecretWarning is the text of the warning about a short secret.
+func ShortSecretWarning(name string) string {
+	what := "a secret value"
+	if name != "" {
+		what = "secret " + name
+	}
+	return fmt.Sprintf("%s is shorter than %d characters; redaction of short values can hide unrelated output", what, ShortSecretLen)
+}
