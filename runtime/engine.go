@@ -28,7 +28,8 @@ type Engine struct {
 	// Audit receives structured audit events (policy.denied, node.retry,
 	// workflow.*). Nil discards them.
 	Audit *slog.Logger
-	// Services are the clients handlers reach (intelligence, MCP, secrets).
+	// Services are the clients handlers reach (secrets, and the families'
+	// own in Services.Values).
 	Services *Services
 	// StateDir holds checkpoints ("" = pausing is an error).
 	StateDir string
@@ -45,56 +46,15 @@ type Engine struct {
 // Services are the clients capability handlers use. Fields are filled by
 // the binary's CLI (flags, secrets) or by the fixture runner (mocks).
 type Services struct {
-	// Intelligence returns the client of a named backend ("default" is the
-	// --intel-unix / --intel-http transport).
-	Intelligence func(backend string) (IntelligenceClient, error)
-	// MCP is the MCP client pool (nil: no MCP configured).
-	MCP MCPClient
 	// Secret returns a secret's current value by [[secrets]] name (falling
 	// back to the environment). Values must never be logged.
 	Secret func(name string) (string, error)
 	// Emit fires an internal.event trigger (emit_event nodes).
 	Emit func(ctx context.Context, event string, payload any) error
-	// Values holds further services by key, for capability packages that
-	// need their own (keyed by an unexported type of that package).
+	// Values holds the services of capability families (intelligence and
+	// MCP clients, the event bus), each under an unexported key type of its
+	// package and reached through that package's typed accessors.
 	Values sync.Map
-}
-
-// IntelligenceClient performs one completion.
-type IntelligenceClient interface {
-	Complete(ctx context.Context, req *CompletionRequest) (*CompletionResponse, error)
-}
-
-// Message is one chat turn.
-type Message struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
-}
-
-// CompletionRequest is the `complete` call's params.
-type CompletionRequest struct {
-	Model     string    `json:"model"`
-	Messages  []Message `json:"messages"`
-	MaxTokens int       `json:"max_tokens"`
-}
-
-// Usage is the token cost of one completion.
-type Usage struct {
-	PromptTokens     int64 `json:"prompt_tokens"`
-	CompletionTokens int64 `json:"completion_tokens"`
-}
-
-// CompletionResponse is the `complete` call's result.
-type CompletionResponse struct {
-	Content string `json:"content"`
-	Usage   Usage  `json:"usage"`
-}
-
-// MCPClient reaches MCP servers by name ("" = the default server). Results
-// are the raw JSON objects of tools/call and resources/read.
-type MCPClient interface {
-	CallTool(ctx context.Context, server, tool string, args map[string]any) (map[string]any, error)
-	ReadResource(ctx context.Context, server, uri string) (map[string]any, error)
 }
 
 // RunOptions starts one run.

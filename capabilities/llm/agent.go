@@ -32,6 +32,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/kilnworks/kiln/capabilities/llm/intel"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/policy"
 	"github.com/kilnworks/kiln/runtime/workflow"
@@ -190,7 +191,7 @@ func (a *agentNode) run(ctx context.Context, c *runtime.Call) (runtime.Result, e
 	} else {
 		instructions = runtime.Render(a.instructions, nil, c.Run)
 	}
-	msgs := []runtime.Message{{Role: "system", Content: a.system}, {Role: "user", Content: instructions}}
+	msgs := []intel.Message{{Role: "system", Content: a.system}, {Role: "user", Content: instructions}}
 	transcript := []any{}
 	var tokens int64
 	output := func(result any, steps int) map[string]any {
@@ -210,7 +211,7 @@ func (a *agentNode) run(ctx context.Context, c *runtime.Call) (runtime.Result, e
 		}
 		entry := map[string]any{"step": step, "reply": resp.Content}
 		transcript = append(transcript, entry)
-		msgs = append(msgs, runtime.Message{Role: "assistant", Content: resp.Content})
+		msgs = append(msgs, intel.Message{Role: "assistant", Content: resp.Content})
 
 		tool, args, final, perr := parseReply(resp.Content)
 		if tool != "" {
@@ -234,7 +235,7 @@ func (a *agentNode) run(ctx context.Context, c *runtime.Call) (runtime.Result, e
 			}
 		}
 		entry["observation"] = obs
-		msgs = append(msgs, runtime.Message{Role: "user", Content: observationText(obs)})
+		msgs = append(msgs, intel.Message{Role: "user", Content: observationText(obs)})
 	}
 	c.Run.Audit().Info("agent_loop.exhausted", "node", c.Node.ID, "steps", a.maxSteps, "tokens", tokens, "why", "max_steps")
 	return runtime.NextBranch(output(nil, a.maxSteps), BranchExhausted), nil

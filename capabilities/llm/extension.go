@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/kilnworks/kiln/capabilities/llm/intel"
 	"github.com/kilnworks/kiln/capabilities/llm/provider"
 	"github.com/kilnworks/kiln/capabilities/llm/transport"
 	"github.com/kilnworks/kiln/runtime"
@@ -48,15 +49,15 @@ func extension() runtime.Extension {
 	}
 }
 
-// setup fills Services.Intelligence, unless something (the fixture
-// runner's mock) already did: "default" is the configured transport, other
+// setup gives the host its intelligence backends (intel.SetClient), unless
+// something (the fixture runner's mock) already did: "default" is the configured transport, other
 // names are the [[intelligence.backends]] of the program and its children.
 func setup(h *runtime.Host, cfg config, getenv func(string) string) error {
 	if h.Engine.Services == nil {
 		h.Engine.Services = &runtime.Services{}
 	}
 	svc := h.Engine.Services
-	if svc.Intelligence != nil {
+	if intel.ClientFrom(svc) != nil {
 		return nil
 	}
 	def, err := defaultTransport(cfg, getenv)
@@ -67,7 +68,7 @@ func setup(h *runtime.Host, cfg config, getenv func(string) string) error {
 		if def == nil {
 			return fmt.Errorf("--intel-route-all needs --intel-unix or --intel-http")
 		}
-		svc.Intelligence = func(string) (runtime.IntelligenceClient, error) { return def, nil }
+		intel.SetClient(svc, func(string) (intel.Client, error) { return def, nil })
 		return nil
 	}
 	backends, err := collectBackends(h.Program, map[string]workflow.Backend{})
@@ -82,7 +83,7 @@ func setup(h *runtime.Host, cfg config, getenv func(string) string) error {
 		}
 		return svc.Secret(name)
 	}
-	clients := map[string]runtime.IntelligenceClient{}
+	clients := map[string]intel.Client{}
 	for _, name := range runtime.SortedKeys(backends) {
 		c, err := provider.New(backends[name], secret)
 		if err != nil {
@@ -90,7 +91,7 @@ func setup(h *runtime.Host, cfg config, getenv func(string) string) error {
 		}
 		clients[name] = c
 	}
-	svc.Intelligence = func(name string) (runtime.IntelligenceClient, error) {
+	intel.SetClient(svc, func(name string) (intel.Client, error) {
 		if name == "default" && def != nil {
 			return def, nil
 		}
@@ -98,13 +99,13 @@ func setup(h *runtime.Host, cfg config, getenv func(string) string) error {
 			return c, nil
 		}
 		return nil, fmt.Errorf("backend %q is not configured: %s", name, configureHint)
-	}
+	})
 	return nil
 }
 
 // defaultTransport builds the `default` backend from flags, then env; nil
 // when neither names one.
-func defaultTransport(cfg config, getenv func(string) string) (runtime.IntelligenceClient, error) {
+func defaultTransport(cfg config, getenv func(string) string) (intel.Client, error) {
 	unixPath, httpURL := cfg.unix, cfg.httpURL
 	if unixPath == "" && httpURL == "" {
 		unixPath, httpURL = getenv(EnvUnix), getenv(EnvHTTP)

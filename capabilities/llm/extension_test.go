@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/kilnworks/kiln/capabilities/llm"
+	"github.com/kilnworks/kiln/capabilities/llm/intel"
 	"github.com/kilnworks/kiln/capabilities/llm/mock"
 	"github.com/kilnworks/kiln/runtime"
 )
@@ -97,17 +98,16 @@ func TestSetupRejectsBadConfiguration(t *testing.T) {
 
 type fixedClient struct{ calls int }
 
-func (f *fixedClient) Complete(ctx context.Context, req *runtime.CompletionRequest) (*runtime.CompletionResponse, error) {
+func (f *fixedClient) Complete(ctx context.Context, req *intel.Request) (*intel.Response, error) {
 	f.calls++
-	return &runtime.CompletionResponse{Content: "mocked"}, nil
+	return &intel.Response{Content: "mocked"}, nil
 }
 
 func TestSetupKeepsAnInstalledClient(t *testing.T) {
 	p := compile(t, classify, nil)
 	fc := &fixedClient{}
-	e := &runtime.Engine{Services: &runtime.Services{
-		Intelligence: func(string) (runtime.IntelligenceClient, error) { return fc, nil },
-	}}
+	e := &runtime.Engine{Services: &runtime.Services{}}
+	intel.SetClient(e.Services, func(string) (intel.Client, error) { return fc, nil })
 	// Even with a transport configured, the fixture runner's mock stays.
 	if err := llm.SetupForTest(&runtime.Host{Engine: e, Program: p}, "/tmp/x.sock", "", "", nil); err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"unicode/utf8"
 
+	"github.com/kilnworks/kiln/capabilities/llm/intel"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
@@ -68,8 +69,8 @@ func (in *inferNode) run(ctx context.Context, c *runtime.Call) (runtime.Result, 
 		return runtime.Next(map[string]any{"content": "<dry-run>", "dry_run": true}), nil
 	}
 	prompt := runtime.Render(in.prompt, c.From(c.Node.InputFrom), c.Run)
-	msgs := []runtime.Message{{Role: "user", Content: prompt}}
-	var usage runtime.Usage
+	msgs := []intel.Message{{Role: "user", Content: prompt}}
+	var usage intel.Usage
 	for attempt := 1; ; attempt++ {
 		resp, err := complete(ctx, c, in.backend, msgs, in.maxTokens)
 		if resp != nil {
@@ -94,8 +95,8 @@ func (in *inferNode) run(ctx context.Context, c *runtime.Call) (runtime.Result, 
 		c.Run.Audit().Warn("llm_infer.repair", "node", c.Node.ID, "kind", c.Node.Type, "attempt", attempt,
 			"repairs", in.repairs, "error", aerr.Error())
 		msgs = append(msgs,
-			runtime.Message{Role: "assistant", Content: resp.Content},
-			runtime.Message{Role: "user", Content: in.repairMessage(aerr)})
+			intel.Message{Role: "assistant", Content: resp.Content},
+			intel.Message{Role: "user", Content: in.repairMessage(aerr)})
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/kilnworks/kiln/capabilities/llm/intel"
 	"github.com/kilnworks/kiln/runtime"
 )
 
@@ -27,21 +28,21 @@ func init() {
 // complete performs one budgeted intelligence call for node c on backend.
 // A response is returned together with a budget error when the call went
 // through but spent more than the run's max_llm_tokens.
-func complete(ctx context.Context, c *runtime.Call, backend string, msgs []runtime.Message, maxTokens int) (*runtime.CompletionResponse, error) {
+func complete(ctx context.Context, c *runtime.Call, backend string, msgs []intel.Message, maxTokens int) (*intel.Response, error) {
 	if err := c.Run.CheckTokens(); err != nil {
 		return nil, onNode(c, err)
 	}
-	svc := c.Run.Services()
-	if svc.Intelligence == nil {
+	backends := intel.ClientFrom(c.Run.Services())
+	if backends == nil {
 		return nil, c.Errorf(runtime.ClassConfig, "backend %q is not configured: %s", backend, configureHint)
 	}
-	client, err := svc.Intelligence(backend)
+	client, err := backends(backend)
 	if err != nil {
 		return nil, &runtime.Error{Class: runtime.ClassConfig, Node: c.Node.ID, Kind: c.Node.Type, Msg: err.Error(), Err: err}
 	}
 	// The backend name is the wire's logical model name; providers send
 	// their configured model instead.
-	resp, err := client.Complete(ctx, &runtime.CompletionRequest{Model: backend, Messages: msgs, MaxTokens: maxTokens})
+	resp, err := client.Complete(ctx, &intel.Request{Model: backend, Messages: msgs, MaxTokens: maxTokens})
 	if err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
 			return nil, &runtime.Error{Class: runtime.ClassTimeout, Node: c.Node.ID, Kind: c.Node.Type,
@@ -74,6 +75,6 @@ func onNode(c *runtime.Call, err error) error {
 }
 
 // tokenUsage is the usage object of node outputs.
-func tokenUsage(u runtime.Usage) map[string]any {
+func tokenUsage(u intel.Usage) map[string]any {
 	return map[string]any{"prompt_tokens": u.PromptTokens, "completion_tokens": u.CompletionTokens}
 }

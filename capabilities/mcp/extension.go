@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 
+	"github.com/kilnworks/kiln/capabilities/mcp/mcpclient"
 	"github.com/kilnworks/kiln/runtime"
 )
 
@@ -40,10 +41,10 @@ func init() {
 }
 
 // Setup validates the program's MCP declarations and, unless something
-// (the fixture runner's mock) already set one, puts a pool of its servers
-// into Services.MCP. stdio is the legacy --mcp-stdio command ("" = none).
-// In serve mode every server starts now, so a broken one fails start-up
-// instead of the first request.
+// (the fixture runner's mock) already set one, makes a pool of its servers
+// the host's MCP client (mcpclient.SetClient). stdio is the legacy
+// --mcp-stdio command ("" = none). In serve mode every server starts now,
+// so a broken one fails start-up instead of the first request.
 func Setup(ctx context.Context, h *runtime.Host, stdio string) error {
 	if err := validateTree(h.Program); err != nil {
 		return err
@@ -52,7 +53,7 @@ func Setup(ctx context.Context, h *runtime.Host, stdio string) error {
 		h.Engine.Services = &runtime.Services{}
 	}
 	svc := h.Engine.Services
-	if svc.MCP != nil {
+	if mcpclient.ClientFrom(svc) != nil {
 		return nil
 	}
 	declared := map[string]Server{}
@@ -82,7 +83,7 @@ func Setup(ctx context.Context, h *runtime.Host, stdio string) error {
 	pools.Lock()
 	pools.list = append(pools.list, pool)
 	pools.Unlock()
-	svc.MCP = pool
+	mcpclient.SetClient(svc, pool)
 	if h.ServeMode {
 		for _, name := range pool.Names() {
 			if err := pool.Start(ctx, name); err != nil {

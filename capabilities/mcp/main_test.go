@@ -20,6 +20,7 @@ import (
 
 	"github.com/kilnworks/kiln/capabilities/internal/fire/firetest"
 	kmcp "github.com/kilnworks/kiln/capabilities/mcp"
+	"github.com/kilnworks/kiln/capabilities/mcp/mcpclient"
 	"github.com/kilnworks/kiln/gen"
 	"github.com/kilnworks/kiln/runtime"
 )
@@ -241,7 +242,7 @@ func mustHost(t *testing.T, src, stdio string, opts ...func(*runtime.Host)) *tes
 	if err := kmcp.Setup(ctx, h.Host, stdio); err != nil {
 		t.Fatalf("setup: %v", err)
 	}
-	if p, ok := h.Engine.Services.MCP.(*kmcp.Pool); ok {
+	if p, ok := mcpclient.ClientFrom(h.Engine.Services).(*kmcp.Pool); ok {
 		t.Cleanup(func() { _ = p.Close() })
 	}
 	return h
@@ -249,9 +250,10 @@ func mustHost(t *testing.T, src, stdio string, opts ...func(*runtime.Host)) *tes
 
 func (h *testHost) pool(t *testing.T) *kmcp.Pool {
 	t.Helper()
-	p, ok := h.Engine.Services.MCP.(*kmcp.Pool)
+	c := mcpclient.ClientFrom(h.Engine.Services)
+	p, ok := c.(*kmcp.Pool)
 	if !ok {
-		t.Fatalf("Services.MCP is %T, want *mcp.Pool", h.Engine.Services.MCP)
+		t.Fatalf("the MCP client is %T, want *mcp.Pool", c)
 	}
 	return p
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/kilnworks/kiln/capabilities/mcp/mcpclient"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/policy"
 	"github.com/kilnworks/kiln/runtime/workflow"
@@ -134,8 +135,8 @@ func toolArgs(c *runtime.Call) (map[string]any, error) {
 	return obj, nil
 }
 
-func mcpClient(c *runtime.Call) (runtime.MCPClient, error) {
-	client := c.Run.Services().MCP
+func mcpClient(c *runtime.Call) (mcpclient.Client, error) {
+	client := mcpclient.ClientFrom(c.Run.Services())
 	if client == nil {
 		return nil, c.Errorf(runtime.ClassConfig, "no MCP server is configured: declare [[mcp_servers]] or pass --mcp-stdio \"CMD ARGS\"")
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	_ "github.com/kilnworks/kiln/capabilities/control"
+	"github.com/kilnworks/kiln/capabilities/mcp/mcpclient"
 	"github.com/kilnworks/kiln/gen"
 	"github.com/kilnworks/kiln/runtime"
 )
@@ -359,7 +360,7 @@ type = "call_mcp_tool"
 tool = "echo"
 `
 	h := mustHost(t, src, "")
-	if h.Engine.Services.MCP != nil {
+	if mcpclient.ClientFrom(h.Engine.Services) != nil {
 		t.Fatalf("a pool without servers was set up")
 	}
 	rep := h.run(t, "", nil)
@@ -377,11 +378,11 @@ func TestMockClientIsKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.Engine.Services.MCP = m
+	mcpclient.SetClient(h.Engine.Services, m)
 	if err := kmcpSetup(h); err != nil {
 		t.Fatal(err)
 	}
-	if h.Engine.Services.MCP != m {
+	if mcpclient.ClientFrom(h.Engine.Services) != m {
 		t.Fatalf("Setup replaced the mock")
 	}
 	rep := h.run(t, "tool", map[string]any{"args": map[string]any{"message": "m"}})

@@ -15,6 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/kilnworks/kiln/capabilities/mcp/mcpclient"
 	"github.com/kilnworks/kiln/runtime"
 )
 
@@ -23,7 +24,7 @@ var ErrClosed = errors.New("mcp: the client pool is shut down")
 
 // Pool is the process's MCP client: one shared connection per server,
 // started on first use, restarted once when it dies, closed by Close. It
-// implements runtime.MCPClient and re-checks each server's own allowlist
+// implements mcpclient.Client and re-checks each server's own allowlist
 // before every request (the node handlers check it too, with the policy).
 type Pool struct {
 	servers map[string]Server
@@ -506,7 +507,7 @@ func toObject(v any) (map[string]any, error) {
 	return obj, nil
 }
 
-var _ runtime.MCPClient = (*Pool)(nil)
+var _ mcpclient.Client = (*Pool)(nil)
 
 // errText is an error's message with registered secrets removed.
 func errText(err error) string { return runtime.Redact(strings.TrimSpace(err.Error())) }

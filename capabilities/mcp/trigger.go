@@ -10,6 +10,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/kilnworks/kiln/capabilities/internal/fire"
+	"github.com/kilnworks/kiln/capabilities/mcp/mcpclient"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/policy"
 	"github.com/kilnworks/kiln/runtime/workflow"
@@ -27,7 +28,7 @@ var (
 )
 
 // Listeners returns one listener per mcp.resource.* trigger of the
-// program. They need the real pool (not a mock) in Services.MCP.
+// program. They need the real pool (not a mock) as the MCP client.
 func Listeners(h *runtime.Host) ([]runtime.Listener, error) {
 	wf := h.Program.Workflow
 	var out []runtime.Listener
@@ -70,10 +71,7 @@ func NewListener(h *runtime.Host, index int, t workflow.Trigger) (*Listener, err
 	if _, err := h.Program.Entry(t.StartNode); err != nil {
 		return nil, fmt.Errorf("%s: start_node %q: %v", where, t.StartNode, err)
 	}
-	var pool *Pool
-	if h.Engine.Services != nil {
-		pool, _ = h.Engine.Services.MCP.(*Pool)
-	}
+	pool, _ := mcpclient.ClientFrom(h.Engine.Services).(*Pool)
 	if pool == nil {
 		return nil, fmt.Errorf("%s: no MCP server pool to subscribe with (declare [[mcp_servers]] or pass --mcp-stdio)", where)
 	}

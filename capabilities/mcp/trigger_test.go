@@ -14,6 +14,7 @@ import (
 
 	"github.com/kilnworks/kiln/capabilities/internal/fire/firetest"
 	kmcp "github.com/kilnworks/kiln/capabilities/mcp"
+	"github.com/kilnworks/kiln/capabilities/mcp/mcpclient"
 	"github.com/kilnworks/kiln/runtime"
 )
 
@@ -247,7 +248,7 @@ func TestListenerNeedsRealPool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.Engine.Services.MCP = &mockClient{}
+	mcpclient.SetClient(h.Engine.Services, &mockClient{})
 	if _, err := kmcp.Listeners(h.Host); err == nil || !strings.Contains(err.Error(), "no MCP server pool") {
 		t.Fatalf("listeners error %v", err)
 	}

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kilnworks/kiln/capabilities/llm/intel"
 	"github.com/kilnworks/kiln/capabilities/llm/transport"
-	"github.com/kilnworks/kiln/runtime"
 )
 
 // intelMockBuffer is written by the server goroutine and read by the test.
@@ -78,8 +78,8 @@ func startIntelMock(t *testing.T, args ...string) (addr string, stderr *intelMoc
 	return "", nil
 }
 
-func intelAsk(text string) *runtime.CompletionRequest {
-	return &runtime.CompletionRequest{Messages: []runtime.Message{{Role: "user", Content: text}}}
+func intelAsk(text string) *intel.Request {
+	return &intel.Request{Messages: []intel.Message{{Role: "user", Content: text}}}
 }
 
 func TestIntelMockUnixSocket(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/kilnworks/kiln/capabilities/llm/intel"
 	"github.com/kilnworks/kiln/capabilities/llm/transport"
 	"github.com/kilnworks/kiln/runtime"
 )
@@ -92,7 +93,7 @@ type Server struct {
 	mu       sync.Mutex
 	calls    int // calls received
 	turn     int // turns answered
-	requests []runtime.CompletionRequest
+	requests []intel.Request
 }
 
 // New returns a server for s.
@@ -106,10 +107,10 @@ func (s *Server) Calls() int {
 }
 
 // Requests returns the params of every well-formed call so far, in order.
-func (s *Server) Requests() []runtime.CompletionRequest {
+func (s *Server) Requests() []intel.Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]runtime.CompletionRequest(nil), s.requests...)
+	return append([]intel.Request(nil), s.requests...)
 }
 
 // Answer handles one raw request body and returns the response body.
@@ -155,7 +156,7 @@ func (s *Server) Answer(ctx context.Context, body []byte) []byte {
 			return nil
 		}
 	}
-	usage := runtime.Usage{PromptTokens: estimate(req.Params.Messages), CompletionTokens: (int64(len(turn.Content)) + 3) / 4}
+	usage := intel.Usage{PromptTokens: estimate(req.Params.Messages), CompletionTokens: (int64(len(turn.Content)) + 3) / 4}
 	if turn.PromptTokens != nil {
 		usage.PromptTokens = *turn.PromptTokens
 	}
@@ -163,10 +164,10 @@ func (s *Server) Answer(ctx context.Context, body []byte) []byte {
 		usage.CompletionTokens = *turn.CompletionTokens
 	}
 	s.logf("call %d: turn %d (%d+%d tokens)", call, n, usage.PromptTokens, usage.CompletionTokens)
-	return s.reply(req.ID, &runtime.CompletionResponse{Content: turn.Content, Usage: usage}, nil)
+	return s.reply(req.ID, &intel.Response{Content: turn.Content, Usage: usage}, nil)
 }
 
-func estimate(msgs []runtime.Message) int64 {
+func estimate(msgs []intel.Message) int64 {
 	var n int64
 	for _, m := range msgs {
 		n += int64(len(m.Content))
@@ -174,7 +175,7 @@ func estimate(msgs []runtime.Message) int64 {
 	return (n + 3) / 4
 }
 
-func (s *Server) reply(id json.RawMessage, res *runtime.CompletionResponse, rerr *transport.RPCError) []byte {
+func (s *Server) reply(id json.RawMessage, res *intel.Response, rerr *transport.RPCError) []byte {
 	if id == nil {
 		id = json.RawMessage("null")
 	}

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kilnworks/kiln/capabilities/llm/intel"
 	"github.com/kilnworks/kiln/capabilities/llm/transport"
-	"github.com/kilnworks/kiln/runtime"
 )
 
 func writeScript(t *testing.T, text string) string {
@@ -49,8 +49,8 @@ func serveUnix(t *testing.T, s *Server) string {
 	return sock
 }
 
-func ask(text string) *runtime.CompletionRequest {
-	return &runtime.CompletionRequest{Messages: []runtime.Message{{Role: "user", Content: text}}}
+func ask(text string) *intel.Request {
+	return &intel.Request{Messages: []intel.Message{{Role: "user", Content: text}}}
 }
 
 func TestScriptAnswersInOrderAndFailsCallN(t *testing.T) {

@@ -6,17 +6,17 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/capabilities/llm/intel"
 )
 
 // anthropic speaks the Messages API: POST {base}/v1/messages.
 type anthropic struct{ *client }
 
 type anthropicRequest struct {
-	Model     string            `json:"model"`
-	MaxTokens int               `json:"max_tokens"`
-	System    string            `json:"system,omitempty"`
-	Messages  []runtime.Message `json:"messages"`
+	Model     string          `json:"model"`
+	MaxTokens int             `json:"max_tokens"`
+	System    string          `json:"system,omitempty"`
+	Messages  []intel.Message `json:"messages"`
 }
 
 type anthropicResponse struct {
@@ -31,7 +31,7 @@ type anthropicResponse struct {
 	} `json:"usage"`
 }
 
-func (a *anthropic) Complete(ctx context.Context, req *runtime.CompletionRequest) (*runtime.CompletionResponse, error) {
+func (a *anthropic) Complete(ctx context.Context, req *intel.Request) (*intel.Response, error) {
 	key, err := a.key()
 	if err != nil {
 		return nil, err
@@ -54,6 +54,6 @@ func (a *anthropic) Complete(ctx context.Context, req *runtime.CompletionRequest
 	if text.Len() == 0 && len(out.Content) == 0 {
 		return nil, fmt.Errorf("backend %q (anthropic): response has no content (stop_reason %q)", a.b.Name, out.StopReason)
 	}
-	return &runtime.CompletionResponse{Content: text.String(), Usage: runtime.Usage{
+	return &intel.Response{Content: text.String(), Usage: intel.Usage{
 		PromptTokens: out.Usage.InputTokens, CompletionTokens: out.Usage.OutputTokens}}, nil
 }

@@ -7,7 +7,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/capabilities/llm/intel"
 )
 
 // gemini speaks generateContent: POST {base}/v1beta/models/{model}:generateContent.
@@ -44,7 +44,7 @@ type geminiResponse struct {
 	} `json:"usageMetadata"`
 }
 
-func (g *gemini) Complete(ctx context.Context, req *runtime.CompletionRequest) (*runtime.CompletionResponse, error) {
+func (g *gemini) Complete(ctx context.Context, req *intel.Request) (*intel.Response, error) {
 	key, err := g.key()
 	if err != nil {
 		return nil, err
@@ -82,6 +82,6 @@ func (g *gemini) Complete(ctx context.Context, req *runtime.CompletionRequest) (
 	for _, p := range out.Candidates[0].Content.Parts {
 		text.WriteString(p.Text)
 	}
-	return &runtime.CompletionResponse{Content: text.String(), Usage: runtime.Usage{
+	return &intel.Response{Content: text.String(), Usage: intel.Usage{
 		PromptTokens: out.UsageMetadata.PromptTokenCount, CompletionTokens: out.UsageMetadata.CandidatesTokenCount}}, nil
 }

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/capabilities/llm/intel"
 )
 
 // openai speaks Chat Completions: POST {base}/v1/chat/completions. A
@@ -15,8 +15,8 @@ import (
 type openai struct{ *client }
 
 type openaiRequest struct {
-	Model    string            `json:"model"`
-	Messages []runtime.Message `json:"messages"`
+	Model    string          `json:"model"`
+	Messages []intel.Message `json:"messages"`
 	// OpenAI itself deprecated max_tokens for max_completion_tokens (its
 	// reasoning models refuse the old name); compatible servers (vLLM,
 	// llama.cpp, Ollama) read max_tokens.
@@ -38,7 +38,7 @@ type openaiResponse struct {
 	} `json:"usage"`
 }
 
-func (o *openai) Complete(ctx context.Context, req *runtime.CompletionRequest) (*runtime.CompletionResponse, error) {
+func (o *openai) Complete(ctx context.Context, req *intel.Request) (*intel.Response, error) {
 	key, err := o.key()
 	if err != nil {
 		return nil, err
@@ -68,6 +68,6 @@ func (o *openai) Complete(ctx context.Context, req *runtime.CompletionRequest) (
 		}
 		return nil, fmt.Errorf("backend %q (%s): response has no content (finish_reason %q)", o.b.Name, o.b.Provider, out.Choices[0].FinishReason)
 	}
-	return &runtime.CompletionResponse{Content: *msg.Content, Usage: runtime.Usage{
+	return &intel.Response{Content: *msg.Content, Usage: intel.Usage{
 		PromptTokens: out.Usage.PromptTokens, CompletionTokens: out.Usage.CompletionTokens}}, nil
 }

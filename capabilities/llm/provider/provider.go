@@ -13,6 +13,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/kilnworks/kiln/capabilities/llm/intel"
 	"github.com/kilnworks/kiln/capabilities/llm/internal/post"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/workflow"
@@ -33,7 +34,7 @@ type SecretFunc func(name string) (string, error)
 // New builds the client of one backend. secret may be nil (environment
 // only). Structural mistakes (unknown provider, missing model, bad
 // base_url) are errors here, so they surface before any run.
-func New(b workflow.Backend, secret SecretFunc) (runtime.IntelligenceClient, error) {
+func New(b workflow.Backend, secret SecretFunc) (intel.Client, error) {
 	if b.Model == "" {
 		return nil, fmt.Errorf("backend %q (%s): model is required", b.Name, b.Provider)
 	}
@@ -114,7 +115,7 @@ func (c *client) key() (string, error) {
 
 // maxTokens is the completion cap: the request's when smaller than the
 // backend's, else the backend's, else the wire default.
-func (c *client) maxTokens(req *runtime.CompletionRequest) int {
+func (c *client) maxTokens(req *intel.Request) int {
 	n := c.b.MaxTokens
 	if req.MaxTokens > 0 && (n == 0 || req.MaxTokens < n) {
 		n = req.MaxTokens
@@ -143,7 +144,7 @@ func (c *client) call(ctx context.Context, url string, header http.Header, key s
 
 // splitSystem separates system messages (joined) from the conversation;
 // Anthropic and Gemini take the system prompt in a field of its own.
-func splitSystem(msgs []runtime.Message) (system string, rest []runtime.Message) {
+func splitSystem(msgs []intel.Message) (system string, rest []intel.Message) {
 	var sys []string
 	for _, m := range msgs {
 		if m.Role == "system" {

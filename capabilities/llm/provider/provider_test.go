@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/kilnworks/kiln/capabilities/llm/intel"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
@@ -42,7 +43,7 @@ func endpoint(t *testing.T, status int, reply string) (*httptest.Server, *captur
 	return srv, c
 }
 
-var conversation = []runtime.Message{
+var conversation = []intel.Message{
 	{Role: "system", Content: "be terse"},
 	{Role: "user", Content: "hello"},
 	{Role: "assistant", Content: "hi"},
@@ -66,7 +67,7 @@ func TestAnthropicRequestAndResponse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := c.Complete(context.Background(), &runtime.CompletionRequest{Messages: conversation})
+	resp, err := c.Complete(context.Background(), &intel.Request{Messages: conversation})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +100,7 @@ func TestOpenAIRequestAndResponse(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A node cap below the backend's (unset here: the default 1024) wins.
-	resp, err := c.Complete(context.Background(), &runtime.CompletionRequest{Messages: conversation, MaxTokens: 64})
+	resp, err := c.Complete(context.Background(), &intel.Request{Messages: conversation, MaxTokens: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +127,7 @@ func TestOpenAICompatible(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := c.Complete(context.Background(), &runtime.CompletionRequest{Messages: conversation[1:2], MaxTokens: 500})
+	resp, err := c.Complete(context.Background(), &intel.Request{Messages: conversation[1:2], MaxTokens: 500})
 	if err != nil || resp.Content != "ok" {
 		t.Fatalf("%+v %v", resp, err)
 	}
@@ -148,7 +149,7 @@ func TestGeminiRequestAndResponse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := c.Complete(context.Background(), &runtime.CompletionRequest{Messages: conversation})
+	resp, err := c.Complete(context.Background(), &intel.Request{Messages: conversation})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +179,7 @@ func TestNon2xxHasBoundedExcerptWithoutKey(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = c.Complete(context.Background(), &runtime.CompletionRequest{Messages: conversation[1:2]})
+			_, err = c.Complete(context.Background(), &intel.Request{Messages: conversation[1:2]})
 			if err == nil {
 				t.Fatal("want an error")
 			}
@@ -202,7 +203,7 @@ func TestMissingKeyFailsBeforeSending(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.Complete(context.Background(), &runtime.CompletionRequest{Messages: conversation[1:2]})
+	_, err = c.Complete(context.Background(), &intel.Request{Messages: conversation[1:2]})
 	if err == nil || !strings.Contains(err.Error(), "KILN_TEST_UNSET_KEY_42 is not set") {
 		t.Fatalf("err = %v", err)
 	}
@@ -218,11 +219,11 @@ func TestKeyReadAtRequestTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("KILN_TEST_LATE_KEY", "first")
-	if _, err := c.Complete(context.Background(), &runtime.CompletionRequest{Messages: conversation[1:2]}); err != nil {
+	if _, err := c.Complete(context.Background(), &intel.Request{Messages: conversation[1:2]}); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("KILN_TEST_LATE_KEY", "rotated")
-	if _, err := c.Complete(context.Background(), &runtime.CompletionRequest{Messages: conversation[1:2]}); err != nil {
+	if _, err := c.Complete(context.Background(), &intel.Request{Messages: conversation[1:2]}); err != nil {
 		t.Fatal(err)
 	}
 	if got.header.Get("Authorization") != "Bearer rotated" {
@@ -248,7 +249,7 @@ func TestMalformedProviderResponses(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = c.Complete(context.Background(), &runtime.CompletionRequest{Messages: conversation[1:2]})
+		_, err = c.Complete(context.Background(), &intel.Request{Messages: conversation[1:2]})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s %s: err = %v, want %q", tc.prov, tc.reply, err, tc.want)
 		}

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/kilnworks/kiln/capabilities/llm/intel"
 	"github.com/kilnworks/kiln/capabilities/llm/internal/post"
-	"github.com/kilnworks/kiln/runtime"
 )
 
 // HTTP POSTs the JSON-RPC envelope, unframed, to URL.
@@ -17,7 +17,7 @@ type HTTP struct {
 }
 
 // Complete performs one `complete` call, bounded by ctx's deadline.
-func (h *HTTP) Complete(ctx context.Context, req *runtime.CompletionRequest) (*runtime.CompletionResponse, error) {
+func (h *HTTP) Complete(ctx context.Context, req *intel.Request) (*intel.Response, error) {
 	id, body, err := encode(req)
 	if err != nil {
 		return nil, err

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/capabilities/llm/intel"
 )
 
 // unixServer listens on a fresh socket and runs handle for every
@@ -82,8 +82,8 @@ func frame(payload string) []byte {
 	return b
 }
 
-func ask(text string) *runtime.CompletionRequest {
-	return &runtime.CompletionRequest{Messages: []runtime.Message{{Role: "user", Content: text}}}
+func ask(text string) *intel.Request {
+	return &intel.Request{Messages: []intel.Message{{Role: "user", Content: text}}}
 }
 
 func TestUnixRoundTripAndEnvelope(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/capabilities/llm/intel"
 )
 
 // Unix calls a length-framed JSON-RPC server on a Unix socket, one
@@ -18,7 +18,7 @@ type Unix struct {
 }
 
 // Complete performs one `complete` call, bounded by ctx's deadline.
-func (u *Unix) Complete(ctx context.Context, req *runtime.CompletionRequest) (*runtime.CompletionResponse, error) {
+func (u *Unix) Complete(ctx context.Context, req *intel.Request) (*intel.Response, error) {
 	id, body, err := encode(req)
 	if err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"sync/atomic"
 
+	"github.com/kilnworks/kiln/capabilities/llm/intel"
 	"github.com/kilnworks/kiln/runtime"
 )
 
@@ -31,19 +32,19 @@ const DefaultMaxTokens = 1024
 // Request is the JSON-RPC request envelope. ID is raw so a server can echo
 // whatever the client sent.
 type Request struct {
-	JSONRPC string                     `json:"jsonrpc"`
-	ID      json.RawMessage            `json:"id"`
-	Method  string                     `json:"method"`
-	Params  *runtime.CompletionRequest `json:"params"`
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  string          `json:"method"`
+	Params  *intel.Request  `json:"params"`
 }
 
 // Response is the JSON-RPC response envelope: exactly one of Result and
 // Error is set.
 type Response struct {
-	JSONRPC string                      `json:"jsonrpc"`
-	ID      json.RawMessage             `json:"id"`
-	Result  *runtime.CompletionResponse `json:"result,omitempty"`
-	Error   *RPCError                   `json:"error,omitempty"`
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Result  *intel.Response `json:"result,omitempty"`
+	Error   *RPCError       `json:"error,omitempty"`
 }
 
 // RPCError is a JSON-RPC error object. As an error it is the server's
@@ -98,7 +99,7 @@ func ReadFrame(r io.Reader) ([]byte, error) {
 var lastID atomic.Int64
 
 // encode builds the request envelope with a fresh id and fills defaults.
-func encode(req *runtime.CompletionRequest) (id string, body []byte, err error) {
+func encode(req *intel.Request) (id string, body []byte, err error) {
 	params := *req
 	if params.Model == "" {
 		params.Model = "default"
@@ -107,7 +108,7 @@ func encode(req *runtime.CompletionRequest) (id string, body []byte, err error) 
 		params.MaxTokens = DefaultMaxTokens
 	}
 	if params.Messages == nil {
-		params.Messages = []runtime.Message{}
+		params.Messages = []intel.Message{}
 	}
 	id = strconv.FormatInt(lastID.Add(1), 10)
 	body, err = runtime.EncodeJSON(&Request{JSONRPC: "2.0", ID: json.RawMessage(id), Method: Method, Params: &params})
@@ -116,7 +117,7 @@ func encode(req *runtime.CompletionRequest) (id string, body []byte, err error) 
 
 // decode checks a response envelope against the request id. Anything
 // malformed is a transport fault; a JSON-RPC error object is an *RPCError.
-func decode(id string, body []byte) (*runtime.CompletionResponse, error) {
+func decode(id string, body []byte) (*intel.Response, error) {
 	var env struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
@@ -142,8 +143,8 @@ func decode(id string, body []byte) (*runtime.CompletionResponse, error) {
 		return nil, errors.New("transport fault: response has neither result nor error")
 	}
 	var res struct {
-		Content *string       `json:"content"`
-		Usage   runtime.Usage `json:"usage"`
+		Content *string     `json:"content"`
+		Usage   intel.Usage `json:"usage"`
 	}
 	if err := json.Unmarshal(env.Result, &res); err != nil {
 		return nil, fmt.Errorf("transport fault: malformed result: %v", err)
@@ -154,5 +155,5 @@ func decode(id string, body []byte) (*runtime.CompletionResponse, error) {
 	if res.Usage.PromptTokens < 0 || res.Usage.CompletionTokens < 0 {
 		return nil, errors.New("transport fault: result has negative token usage")
 	}
-	return &runtime.CompletionResponse{Content: *res.Content, Usage: res.Usage}, nil
+	return &intel.Response{Content: *res.Content, Usage: res.Usage}, nil
 }
