@@ -36,6 +36,9 @@ const (
 	ExitUsage  = 2 // usage or configuration error
 	ExitFailed = 5 // failed, timed out or errored
 	ExitPaused = 7 // paused for approval
+	// ExitTampered: a sealed binary refuses to start because its tables,
+	// needs, sources or manifest were altered after sealing.
+	ExitTampered = 8
 )
 
 // Options describe the process calling Main.

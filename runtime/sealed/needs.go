@@ -31,15 +31,13 @@ func RegisterNeeds(canonical []byte, unprovidedKinds ...string) {
 }
 
 // build assembles what the run CLI needs to know about this binary: the
-// embedded needs (checked against the manifest's effective_needs_sha256),
-// the linked families and the degraded keys of the manifest.
+// embedded needs (checkSeal has checked them against the manifest's
+// effective_needs_sha256), the linked families and the degraded keys of
+// the manifest.
 func build(m *manifest.Manifest) (*cli.Build, error) {
 	needsMu.RLock()
 	data, ok, kinds := needsJSON, needsRegistered, unprovided
 	needsMu.RUnlock()
-	if err := checkNeeds(m); err != nil {
-		return nil, err
-	}
 	b := &cli.Build{Families: map[string][]string{}, Degraded: m.Degraded, Unprovided: kinds}
 	for _, f := range m.Families {
 		b.Families[f.ID] = append([]string{}, f.Keys...)
@@ -56,7 +54,8 @@ func build(m *manifest.Manifest) (*cli.Build, error) {
 }
 
 // checkNeeds verifies the embedded needs hash to the manifest's digest: a
-// binary whose needs were altered after generation must not start.
+// binary whose needs were altered after generation must not start
+// (checkSeal).
 func checkNeeds(m *manifest.Manifest) error {
 	needsMu.RLock()
 	data, ok := needsJSON, needsRegistered
