@@ -130,11 +130,10 @@ func exists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 func (l *Listener) Name() string { return l.gate.Name }
 
-// burst is the pending, not yet settled, change of one path.
+// burst is what the events of one path's burst fold to.
 type burst struct {
 	created bool
 	last    string
-	at      time.Time
 }
 
 // event is what a settled burst reports.
@@ -164,21 +163,11 @@ func (l *Listener) Serve(ctx context.Context) error {
 		audit.Info("fs_watch.started", "trigger", l.Name(), "path", l.root, "recursive", l.recursive)
 	}
 
-	pending := map[string]*burst{}
-	settled := make(chan string, 64)
+	bursts := fire.NewDebouncer[string, burst](l.debounce, 0, nil)
+	defer bursts.Stop()
 	note := func(path, op string) {
-		b := pending[path]
-		if b == nil {
-			b = &burst{}
-			pending[path] = b
-		}
-		b.last, b.at = op, time.Now()
-		b.created = b.created || op == "create"
-		time.AfterFunc(l.debounce, func() {
-			select {
-			case settled <- path:
-			case <-ctx.Done():
-			}
+		bursts.Note(path, func(b burst) burst {
+			return burst{created: b.created || op == "create", last: op}
 		})
 	}
 	for {
@@ -212,25 +201,27 @@ func (l *Listener) Serve(ctx context.Context) error {
 			if audit != nil {
 				audit.Warn("fs_watch.error", "trigger", l.Name(), "error", err.Error())
 			}
-		case path := <-settled:
-			b := pending[path]
-			if b == nil || time.Since(b.at) < l.debounce {
-				continue // a later event re-armed this path's timer
+		case <-bursts.C():
+			for _, b := range bursts.Settled() {
+				l.fire(ctx, b.Key, b.Value.event())
 			}
-			delete(pending, path)
-			ev := b.event()
-			if !l.events[ev] {
-				continue
-			}
-			l.gate.Fire(ctx, map[string]any{
-				"type":             "fs_watch",
-				"path":             path,
-				"event":            ev,
-				"fired_at_unix_ms": time.Now().UnixMilli(),
-				"tick":             l.gate.NextTick(),
-			})
 		}
 	}
+}
+
+// fire starts a run for a settled change, unless the trigger filters its
+// event out.
+func (l *Listener) fire(ctx context.Context, path, event string) {
+	if !l.events[event] {
+		return
+	}
+	l.gate.Fire(ctx, map[string]any{
+		"type":             "fs_watch",
+		"path":             path,
+		"event":            event,
+		"fired_at_unix_ms": time.Now().UnixMilli(),
+		"tick":             l.gate.NextTick(),
+	})
 }
 
 // add watches path (and, when recursive, every directory under it) and

@@ -153,32 +153,12 @@ func (l *Listener) Serve(ctx context.Context) error {
 	}
 	audit.Info("mcp.trigger.started", "type", l.trig.Type, "resource", l.trig.Resource, "start_node", l.trig.StartNode)
 
-	// pending holds what waits for its burst to settle: a URI (updated)
-	// or "" for a re-list (created, and updated when the list changed).
-	// A burst settles after Debounce of quiet, or at the latest after
-	// MaxDelay, so a server that never pauses still starts runs.
-	type burst struct{ first, last time.Time }
-	pending := map[string]*burst{}
-	settled := make(chan string, 64)
-	wake := func(key string, d time.Duration) {
-		time.AfterFunc(d, func() {
-			select {
-			case settled <- key:
-			case <-ctx.Done():
-			}
-		})
-	}
-	note := func(key string) {
-		now := time.Now()
-		b := pending[key]
-		if b == nil {
-			b = &burst{first: now}
-			pending[key] = b
-			wake(key, MaxDelay)
-		}
-		b.last = now
-		wake(key, Debounce)
-	}
+	// A burst waits to settle per key: a URI (updated) or "" for a
+	// re-list (created, and updated when the list changed). It settles
+	// after Debounce of quiet, or at the latest after MaxDelay, so a
+	// server that never pauses still starts runs.
+	bursts := fire.NewDebouncer[string, struct{}](Debounce, MaxDelay, nil)
+	defer bursts.Stop()
 	ping := time.NewTicker(KeepAlive)
 	defer ping.Stop()
 	for {
@@ -195,9 +175,9 @@ func (l *Listener) Serve(ctx context.Context) error {
 				return fail("%v", n.Err)
 			case n.Reconnected:
 				audit.Warn("mcp.trigger.reconnected")
-				note("")
+				bursts.Note("", nil)
 			case n.Method == mcp.MethodNotificationResourcesListChanged:
-				note("")
+				bursts.Note("", nil)
 			case n.Method == mcp.MethodNotificationResourceUpdated && l.trig.Type == TriggerUpdated:
 				if n.URI == "" {
 					continue
@@ -206,30 +186,32 @@ func (l *Listener) Serve(ctx context.Context) error {
 					audit.Info("mcp.trigger.ignored", "uri", n.URI, "reason", err.Error())
 					continue
 				}
-				note(n.URI)
+				bursts.Note(n.URI, nil)
 			}
-		case key := <-settled:
-			b, ok := pending[key]
-			if !ok || (time.Since(b.last) < Debounce && time.Since(b.first) < MaxDelay) {
-				continue // a later notice re-armed it
+		case <-bursts.C():
+			for _, b := range bursts.Settled() {
+				l.settled(ctx, audit, b.Key, known)
 			}
-			delete(pending, key)
-			if key != "" {
-				l.fire(ctx, key)
-				continue
-			}
-			if l.trig.Type == TriggerUpdated {
-				if err := l.subscribe(ctx, audit); err != nil {
-					audit.Warn("mcp.trigger.error", "error", errText(err))
-				}
-				continue
-			}
-			l.created(ctx, audit, known)
 		case <-ping.C:
 			if err := l.pool.Ping(ctx, l.server.Name); err != nil && ctx.Err() == nil {
 				audit.Warn("mcp.trigger.error", "error", "ping: "+errText(err))
 			}
 		}
+	}
+}
+
+// settled acts on a settled burst: a URI starts a run, a re-list
+// resubscribes (updated) or looks for new resources (created).
+func (l *Listener) settled(ctx context.Context, audit *slog.Logger, key string, known map[string]bool) {
+	switch {
+	case key != "":
+		l.fire(ctx, key)
+	case l.trig.Type == TriggerUpdated:
+		if err := l.subscribe(ctx, audit); err != nil {
+			audit.Warn("mcp.trigger.error", "error", errText(err))
+		}
+	default:
+		l.created(ctx, audit, known)
 	}
 }
 

@@ -1,7 +1,8 @@
 // Package fire is what the trigger families (cron, interval, fswatch,
-// event) share: a Gate that starts runs one at a time per trigger and
-// audits every fire, completion, error and skipped tick, and a Clock that
-// tests replace to drive schedules without waiting.
+// event, the MCP resource triggers) share: a Gate that starts runs one at
+// a time per trigger and audits every fire, completion, error and skipped
+// tick, a Debouncer that settles bursts of changes per key, and a Clock
+// that tests replace to drive schedules without waiting.
 package fire
 
 import (
