@@ -95,6 +95,9 @@ func verifyBundle(v signature.Verifier, path string) error {
 	if len(b.VerificationMaterial.Certificate) > 0 || len(b.VerificationMaterial.X509CertificateChain) > 0 {
 		return fmt.Errorf("%s: holds a certificate (keyless signing); kiln verifies key-signed bundles offline only", name)
 	}
+	if err := checkBundleMetadata(name, &b, v); err != nil { // verify.go
+		return err
+	}
 	if b.MessageSignature == nil {
 		return fmt.Errorf("%s: no messageSignature (DSSE bundles are not supported)", name)
 	}

@@ -35,6 +35,9 @@ func cosignPath(t testing.TB) string {
 	t.Helper()
 	p := filepath.Join(repoRoot(t), ".cache", "bin", "cosign")
 	if _, err := os.Stat(p); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("cosign CLI not installed at %s (CI must run `make tools`): %v", p, err)
+		}
 		t.Skipf("cosign CLI not installed at %s (run `make tools`): %v", p, err)
 	}
 	return p

@@ -242,3 +242,37 @@ func exists(path string) bool {
 	_, err := os.Stat(path)
 	return !errors.Is(err, fs.ErrNotExist)
 }
+
+// bundleMediaTypes are the Sigstore bundle media types kiln verifies: v0.3,
+// what cosign v3 (`sign-blob --bundle`) and kiln sign write, in the two
+// spellings sigstore-go reads as v0.3. Earlier versions (v0.1, v0.2) exist
+// for transparency-log entries this offline check does not read, and later
+// ones are unknown: both are refused rather than guessed at.
+var bundleMediaTypes = []string{bundleMediaType, "application/vnd.dev.sigstore.bundle+json;version=0.3"}
+
+// checkBundleMetadata checks what a key-signed bundle says about itself,
+// before its signature is checked: its media type, and that its public-key
+// hint (base64 SHA-256 of the PKIX DER key, as cosign and kiln compute it)
+// names the key verifying it. The hint is not a signature, so it cannot
+// let a bundle pass; it catches a bundle made for, or edited to name,
+// another key. A bundle without a hint is refused: cosign and kiln always
+// write one.
+func checkBundleMetadata(name string, b *bundle, v signature.Verifier) error {
+	if !slices.Contains(bundleMediaTypes, b.MediaType) {
+		if strings.HasPrefix(b.MediaType, "application/vnd.dev.sigstore.bundle") {
+			return fmt.Errorf("%s: mediaType %q: unsupported Sigstore bundle version (kiln verifies %s)", name, b.MediaType, bundleMediaType)
+		}
+		return fmt.Errorf("%s: mediaType %q is not a Sigstore bundle media type (want %s)", name, b.MediaType, bundleMediaType)
+	}
+	if b.VerificationMaterial.PublicKey == nil || b.VerificationMaterial.PublicKey.Hint == "" {
+		return fmt.Errorf("%s: public-key hint: verificationMaterial.publicKey.hint is missing (cosign and kiln always write it)", name)
+	}
+	want, err := KeyHint(v)
+	if err != nil {
+		return fmt.Errorf("%s: public-key hint: %v", name, err)
+	}
+	if got := b.VerificationMaterial.PublicKey.Hint; got != want {
+		return fmt.Errorf("%s: public-key hint %q names another key than the one given to verify (hint %s)", name, got, want)
+	}
+	return nil
+}
