@@ -7,9 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"slices"
+	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
@@ -136,8 +135,10 @@ func (e *encoder) append(b []byte, v reflect.Value) ([]byte, error) {
 		if v.Type().Key().Kind() != reflect.String {
 			return nil, fmt.Errorf("tables digest: map key type %s is not supported", v.Type().Key())
 		}
-		keys := v.MapKeys() // sorted byte-wise, as json.Marshal sorts them
-		slices.SortFunc(keys, func(x, y reflect.Value) int { return strings.Compare(x.String(), y.String()) })
+		// Sorted byte-wise, as json.Marshal sorts them (sort.Slice rather
+		// than slices.SortFunc: the sealed binary links it already).
+		keys := v.MapKeys()
+		sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
 		b = append(b, '{')
 		for i, k := range keys {
 			if i > 0 {
