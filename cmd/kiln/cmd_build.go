@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,7 +9,7 @@ import (
 	"os/signal"
 
 	"github.com/kilnworks/kiln/gen"
-	gneeds "github.com/kilnworks/kiln/gen/needs"
+	"github.com/kilnworks/kiln/runtime/cli"
 )
 
 func init() {
@@ -43,16 +42,16 @@ func runBuild(args []string, stdout, stderr io.Writer) int {
 	}
 	if len(rest) != 1 || *out == "" {
 		fl.Usage()
-		return exitUsage
+		return cli.ExitUsage
 	}
 	opts := gen.BuildOptions{Workflow: rest[0], Output: *out, KilnSource: *kilnSrc}
 	if err := signing.apply(&opts.Load); err != nil {
 		fmt.Fprintf(stderr, "kiln build: %v\n", err)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if err := signKey.apply(&opts); err != nil {
 		fmt.Fprintf(stderr, "kiln build: %v\n", err)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if opts.Plan, code, ok = planFl.options("kiln build", stderr); !ok {
 		return code
@@ -64,26 +63,10 @@ func runBuild(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	res, err := gen.Build(ctx, opts)
 	if err != nil {
-		var pe *gen.ParseError
-		var ve *gen.ValidationError
-		var be *gen.BuildError
-		var se *gen.SignatureError
-		var capErr *gen.CapabilityError
-		var conflict *gneeds.ConflictError
-		switch {
-		case errors.As(err, &capErr), errors.As(err, &conflict):
-			return planFailure("kiln build", err, stderr) // cmd_needs.go
-		case errors.As(err, &pe), errors.As(err, &ve), errors.As(err, &se):
-			return loadFailure("kiln build", err, stderr)
-		case errors.As(err, &be):
-			fmt.Fprintf(stderr, "kiln build: %v\n", err)
-			return exitFailed
-		}
-		fmt.Fprintf(stderr, "kiln build: %v\n", err)
-		return exitUsage
+		return failed("kiln build", err, stderr)
 	}
 	fmt.Fprintf(stdout, "%s %s %d bytes, families %v\n", res.Binary, res.SHA256, res.Size, res.Plan.Families)
-	return exitOK
+	return cli.ExitOK
 }
 
 // isTerminal reports whether w is a character device (a terminal).

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kilnworks/kiln/gen"
 	gneeds "github.com/kilnworks/kiln/gen/needs"
+	"github.com/kilnworks/kiln/runtime/cli"
 )
 
 func init() {
@@ -19,7 +20,8 @@ func init() {
 	})
 }
 
-// checkReport is one file's result (WORKFLOW-FORMAT §6 validation report).
+// checkReport is one file's result: the validation report (its issue codes
+// are listed in docs/validation-codes.md).
 type checkReport struct {
 	Workflow string      `json:"workflow"`
 	OK       bool        `json:"ok"`
@@ -47,11 +49,11 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	}
 	if *format != "json" && *format != "text" {
 		fmt.Fprintf(stderr, "kiln check: --format must be json or text, not %q\n", *format)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if len(paths) == 0 {
 		fs.Usage()
-		return exitUsage
+		return cli.ExitUsage
 	}
 	cats, code, ok := loadCatalogs("kiln check", needsFlag, stderr)
 	if !ok {
@@ -60,9 +62,9 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	var lo gen.LoadOptions
 	if err := signing.apply(&lo); err != nil {
 		fmt.Fprintf(stderr, "kiln check: %v\n", err)
-		return exitUsage
+		return cli.ExitUsage
 	}
-	worst := exitOK
+	worst := cli.ExitOK
 	for _, path := range paths {
 		code := checkOne(path, *format, lo, cats, stdout, stderr)
 		if severity(code) > severity(worst) {
@@ -72,11 +74,13 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	return worst
 }
 
+// severity ranks exit codes for the worst of several files (a rank, not an
+// exit code): ok, then an invalid workflow, then anything else.
 func severity(code int) int {
 	switch code {
-	case exitOK:
+	case cli.ExitOK:
 		return 0
-	case exitFailed:
+	case cli.ExitFailed:
 		return 1
 	}
 	return 2
@@ -87,7 +91,6 @@ func checkOne(path, format string, lo gen.LoadOptions, cats []*gneeds.Catalog, s
 	var (
 		rep checkReport
 		ve  *gen.ValidationError
-		pe  *gen.ParseError
 	)
 	switch {
 	case err == nil:
@@ -106,14 +109,9 @@ func checkOne(path, format string, lo gen.LoadOptions, cats []*gneeds.Catalog, s
 		if rep.Workflow == "" {
 			rep.Workflow = path
 		}
-	case errors.As(err, &pe):
-		// Unreadable or unparsable: file:line: message.
-		fmt.Fprintln(stderr, err)
-		return exitUsage
 	default:
-		// A verification failure (e.g. a bad workflow signature).
-		fmt.Fprintln(stderr, err)
-		return exitFailed
+		// Unreadable, unparsable or a refused signature.
+		return failed("kiln check", err, stderr)
 	}
 	if format == "text" {
 		writeTextReport(stdout, path, rep)
@@ -122,13 +120,13 @@ func checkOne(path, format string, lo gen.LoadOptions, cats []*gneeds.Catalog, s
 		enc.SetEscapeHTML(false)
 		if err := enc.Encode(rep); err != nil {
 			fmt.Fprintf(stderr, "kiln check: %v\n", err)
-			return exitUsage
+			return cli.ExitUsage
 		}
 	}
 	if !rep.OK {
-		return exitFailed
+		return cli.ExitFailed
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
 func writeTextReport(w io.Writer, path string, rep checkReport) {

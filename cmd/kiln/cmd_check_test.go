@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kilnworks/kiln/runtime/cli"
 )
 
 func runKiln(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -34,7 +36,7 @@ func TestCheckExamples(t *testing.T) {
 	for _, f := range files {
 		code, stdout, stderr := runKiln(t, "check", f)
 		name := filepath.Base(filepath.Dir(f))
-		if code != exitOK || stdout != `{"workflow":"`+name+`","ok":true}`+"\n" || stderr != "" {
+		if code != cli.ExitOK || stdout != `{"workflow":"`+name+`","ok":true}`+"\n" || stderr != "" {
 			t.Errorf("%s: exit %d stdout %q stderr %q", f, code, stdout, stderr)
 		}
 	}
@@ -57,13 +59,13 @@ to = "ghost"
 
 	t.Run("valid", func(t *testing.T) {
 		code, stdout, _ := runKiln(t, "check", valid)
-		if code != 0 || stdout != "{\"workflow\":\"ok-wf\",\"ok\":true}\n" {
+		if code != cli.ExitOK || stdout != "{\"workflow\":\"ok-wf\",\"ok\":true}\n" {
 			t.Fatalf("exit %d stdout %q", code, stdout)
 		}
 	})
 	t.Run("invalid", func(t *testing.T) {
 		code, stdout, stderr := runKiln(t, "check", invalid)
-		if code != exitFailed || stderr != "" {
+		if code != cli.ExitFailed || stderr != "" {
 			t.Fatalf("exit %d stderr %q", code, stderr)
 		}
 		var rep struct {
@@ -86,38 +88,38 @@ to = "ghost"
 	t.Run("unparsable", func(t *testing.T) {
 		code, stdout, stderr := runKiln(t, "check", unparsable)
 		want := unparsable + ":6: nodes[0].shape: unknown key \"shape\"\n"
-		if code != exitUsage || stdout != "" || stderr != want {
+		if code != cli.ExitUsage || stdout != "" || stderr != want {
 			t.Fatalf("exit %d stdout %q stderr %q, want stderr %q", code, stdout, stderr, want)
 		}
 	})
 	t.Run("missing file", func(t *testing.T) {
 		code, _, stderr := runKiln(t, "check", filepath.Join(dir, "nope.toml"))
-		if code != exitUsage || !strings.Contains(stderr, "nope.toml: cannot read: no such file or directory") {
+		if code != cli.ExitUsage || !strings.Contains(stderr, "nope.toml: cannot read: no such file or directory") {
 			t.Fatalf("exit %d stderr %q", code, stderr)
 		}
 	})
 	t.Run("worst code wins", func(t *testing.T) {
 		code, stdout, _ := runKiln(t, "check", valid, invalid)
-		if code != exitFailed || strings.Count(stdout, "\n") != 2 {
+		if code != cli.ExitFailed || strings.Count(stdout, "\n") != 2 {
 			t.Fatalf("exit %d stdout %q", code, stdout)
 		}
-		if code, _, _ := runKiln(t, "check", invalid, unparsable, valid); code != exitUsage {
+		if code, _, _ := runKiln(t, "check", invalid, unparsable, valid); code != cli.ExitUsage {
 			t.Fatalf("an unparsable file must outrank an invalid one, exit %d", code)
 		}
 	})
 	t.Run("text", func(t *testing.T) {
 		code, stdout, _ := runKiln(t, "check", "--format", "text", valid, invalid)
 		want := valid + ": ok (workflow \"ok-wf\")\n" + invalid + ": 2 issues (workflow \"bad-wf\")\n"
-		if code != exitFailed || !strings.HasPrefix(stdout, want) ||
+		if code != cli.ExitFailed || !strings.HasPrefix(stdout, want) ||
 			!strings.Contains(stdout, "  dangling_edge                edge 0 (reply -> ghost): to \"ghost\" is not a declared node\n") {
 			t.Fatalf("exit %d stdout:\n%s", code, stdout)
 		}
 	})
 	t.Run("usage", func(t *testing.T) {
-		if code, _, _ := runKiln(t, "check"); code != exitUsage {
+		if code, _, _ := runKiln(t, "check"); code != cli.ExitUsage {
 			t.Errorf("no files: exit %d", code)
 		}
-		if code, _, stderr := runKiln(t, "check", "--format", "yaml", valid); code != exitUsage || !strings.Contains(stderr, "--format") {
+		if code, _, stderr := runKiln(t, "check", "--format", "yaml", valid); code != cli.ExitUsage || !strings.Contains(stderr, "--format") {
 			t.Errorf("bad format: exit %d %q", code, stderr)
 		}
 	})

@@ -1,14 +1,13 @@
 package main
 
 import (
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
 
 	"github.com/kilnworks/kiln/gen"
+	"github.com/kilnworks/kiln/runtime/cli"
 )
 
 func init() {
@@ -40,16 +39,16 @@ func runGen(args []string, stdout, stderr io.Writer) int {
 	}
 	if len(rest) != 1 || *out == "" {
 		fl.Usage()
-		return exitUsage
+		return cli.ExitUsage
 	}
 	var lo gen.LoadOptions
 	if err := signing.apply(&lo); err != nil {
 		fmt.Fprintf(stderr, "kiln gen: %v\n", err)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	wf, err := gen.Load(rest[0], lo)
 	if err != nil {
-		return loadFailure("kiln gen", err, stderr)
+		return failed("kiln gen", err, stderr)
 	}
 	po, code, ok := planFl.options("kiln gen", stderr)
 	if !ok {
@@ -57,18 +56,18 @@ func runGen(args []string, stdout, stderr io.Writer) int {
 	}
 	plan, err := gen.NewPlan(wf, po)
 	if err != nil {
-		return planFailure("kiln gen", err, stderr)
+		return failed("kiln gen", err, stderr)
 	}
 	output, err := gen.Emit(plan, gen.EmitOptions{Package: *pkg})
 	if err != nil {
 		fmt.Fprintf(stderr, "kiln gen: %v\n", err)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if *mod != "" {
 		src, err := gen.FindKilnSource(*kilnSrc)
 		if err != nil {
 			fmt.Fprintf(stderr, "kiln gen: %v\n", err)
-			return exitUsage
+			return cli.ExitUsage
 		}
 		replace := src.Dir
 		if abs, err := filepath.Abs(*out); err == nil {
@@ -79,13 +78,13 @@ func runGen(args []string, stdout, stderr io.Writer) int {
 		gomod, gosum, err := gen.ModuleFiles(plan, *mod, src, replace)
 		if err != nil {
 			fmt.Fprintf(stderr, "kiln gen: %v\n", err)
-			return exitUsage
+			return cli.ExitUsage
 		}
 		output.Files["go.mod"], output.Files["go.sum"] = gomod, gosum
 	}
 	if err := gen.WriteOutput(*out, output); err != nil {
 		fmt.Fprintf(stderr, "kiln gen: %v\n", err)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if *verbose {
 		for _, id := range plan.Families {
@@ -93,31 +92,5 @@ func runGen(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	fmt.Fprintf(stdout, "generated %s: workflow %s, families %v, %d files\n", *out, wf.Name, plan.Families, len(output.Files))
-	return exitOK
-}
-
-// loadFailure reports an error of gen.Load the way every generator
-// command does: a parse error as file:line on stderr (exit 2), a
-// validation error as the JSON report on stderr (exit 5), anything else
-// (a refused signature) as a message (exit 5).
-func loadFailure(prog string, err error, stderr io.Writer) int {
-	var pe *gen.ParseError
-	var ve *gen.ValidationError
-	switch {
-	case errors.As(err, &pe):
-		fmt.Fprintln(stderr, err)
-		return exitUsage
-	case errors.As(err, &ve):
-		rep := struct {
-			Workflow string      `json:"workflow"`
-			OK       bool        `json:"ok"`
-			Issues   []gen.Issue `json:"issues"`
-		}{ve.Workflow, false, ve.Issues}
-		enc := json.NewEncoder(stderr)
-		enc.SetEscapeHTML(false)
-		_ = enc.Encode(rep)
-		return exitFailed
-	}
-	fmt.Fprintf(stderr, "%s: %v\n", prog, err)
-	return exitFailed
+	return cli.ExitOK
 }

@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/kilnworks/kiln/runtime/cli"
 )
 
 const helloExample = "../../examples/hello/workflow.toml"
@@ -39,7 +41,7 @@ func TestGenTwiceGivesIdenticalTrees(t *testing.T) {
 	b := filepath.Join(t.TempDir(), "nested", "b")
 	for _, dir := range []string{a, b} {
 		code, stdout, stderr := runKiln(t, "gen", helloExample, "-o", dir)
-		if code != exitOK || !strings.Contains(stdout, "families [control data fs env]") {
+		if code != cli.ExitOK || !strings.Contains(stdout, "families [control data fs env]") {
 			t.Fatalf("kiln gen: exit %d\n%s%s", code, stdout, stderr)
 		}
 	}
@@ -56,7 +58,7 @@ func TestGenTwiceGivesIdenticalTrees(t *testing.T) {
 		t.Errorf("workflow_gen.go header:\n%.200s", ta["workflow_gen.go"])
 	}
 	// Flags may also come before the workflow.
-	if code, _, stderr := runKiln(t, "gen", "-o", filepath.Join(t.TempDir(), "c"), "--package", "agent", helloExample); code != exitOK {
+	if code, _, stderr := runKiln(t, "gen", "-o", filepath.Join(t.TempDir(), "c"), "--package", "agent", helloExample); code != cli.ExitOK {
 		t.Errorf("flags first: exit %d: %s", code, stderr)
 	}
 }
@@ -66,7 +68,7 @@ func TestGenTwiceGivesIdenticalTrees(t *testing.T) {
 func TestGenModuleBuildsStandalone(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "hello")
 	code, _, stderr := runKiln(t, "gen", helloExample, "-o", dir, "--module", "example.com/sealed/hello")
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	gomod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
@@ -89,7 +91,7 @@ func TestGenModuleBuildsStandalone(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "workflow hello") {
 		t.Errorf("--version: %s %v", out, err)
 	}
-	if code, _, stderr := runKiln(t, "gen", helloExample, "-o", t.TempDir(), "--module", "not a path"); code != exitUsage || !strings.Contains(stderr, "module path") {
+	if code, _, stderr := runKiln(t, "gen", helloExample, "-o", t.TempDir(), "--module", "not a path"); code != cli.ExitUsage || !strings.Contains(stderr, "module path") {
 		t.Errorf("bad module path: exit %d, %s", code, stderr)
 	}
 }
@@ -103,14 +105,14 @@ func TestGenErrors(t *testing.T) {
 		code   int
 		stderr string
 	}{
-		{[]string{"gen", helloExample}, exitUsage, "usage: kiln gen"},
-		{[]string{"gen", broken, "-o", t.TempDir()}, exitUsage, "broken.toml:5: nodes[0].bogus"},
-		{[]string{"gen", invalid, "-o", t.TempDir()}, exitFailed, `"ok":false`},
-		{[]string{"gen", helloExample, "-o", t.TempDir(), "--package", "no-dash"}, exitUsage, "not a Go identifier"},
-		{[]string{"build", invalid, "-o", filepath.Join(t.TempDir(), "x")}, exitFailed, `"ok":false`},
-		{[]string{"build", helloExample}, exitUsage, "usage: kiln build"},
-		{[]string{"inspect"}, exitUsage, "usage: kiln inspect"},
-		{[]string{"inspect", broken}, exitUsage, "not a Go binary"},
+		{[]string{"gen", helloExample}, cli.ExitUsage, "usage: kiln gen"},
+		{[]string{"gen", broken, "-o", t.TempDir()}, cli.ExitUsage, "broken.toml:5: nodes[0].bogus"},
+		{[]string{"gen", invalid, "-o", t.TempDir()}, cli.ExitFailed, `"ok":false`},
+		{[]string{"gen", helloExample, "-o", t.TempDir(), "--package", "no-dash"}, cli.ExitUsage, "not a Go identifier"},
+		{[]string{"build", invalid, "-o", filepath.Join(t.TempDir(), "x")}, cli.ExitFailed, `"ok":false`},
+		{[]string{"build", helloExample}, cli.ExitUsage, "usage: kiln build"},
+		{[]string{"inspect"}, cli.ExitUsage, "usage: kiln inspect"},
+		{[]string{"inspect", broken}, cli.ExitUsage, "not a Go binary"},
 	}
 	for _, c := range cases {
 		code, _, stderr := runKiln(t, c.args...)
@@ -126,19 +128,19 @@ func TestGenErrors(t *testing.T) {
 func TestBuildThenInspect(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "hello")
 	code, stdout, stderr := runKiln(t, "build", helloExample, "-o", bin, "-v")
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("kiln build: exit %d\n%s", code, stderr)
 	}
 	if !strings.Contains(stdout, bin) || !strings.Contains(stderr, "kiln: compiling with go") || !strings.Contains(stderr, "-tags kiln_custom,kiln_control,kiln_data,kiln_fs,kiln_env") {
 		t.Errorf("stdout %q\nstderr %q", stdout, stderr)
 	}
 	// Not a terminal and no -v: no progress.
-	if code, _, stderr := runKiln(t, "build", helloExample, "-o", bin); code != exitOK || stderr != "" {
+	if code, _, stderr := runKiln(t, "build", helloExample, "-o", bin); code != cli.ExitOK || stderr != "" {
 		t.Errorf("quiet build: exit %d, stderr %q", code, stderr)
 	}
 
 	code, stdout, stderr = runKiln(t, "inspect", bin)
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("inspect: exit %d\n%s%s", code, stdout, stderr)
 	}
 	for _, want := range []string{"workflow   hello", "tags       kiln_custom,kiln_control,kiln_data,kiln_fs,kiln_env",
@@ -154,7 +156,7 @@ func TestBuildThenInspect(t *testing.T) {
 		Linked   []string        `json:"linked_families"`
 		Manifest json.RawMessage `json:"manifest"`
 	}
-	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || code != exitOK || !rep.OK || len(rep.Linked) != 4 {
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || code != cli.ExitOK || !rep.OK || len(rep.Linked) != 4 {
 		t.Errorf("inspect --json: exit %d, %v, %s", code, err, stdout)
 	}
 	printed, err := exec.Command(bin, "manifest").Output()
@@ -165,7 +167,7 @@ func TestBuildThenInspect(t *testing.T) {
 
 	// The same generated program, built by hand without -tags.
 	dir := filepath.Join(t.TempDir(), "mod")
-	if code, _, stderr := runKiln(t, "gen", helloExample, "-o", dir, "--module", "example.com/untagged"); code != exitOK {
+	if code, _, stderr := runKiln(t, "gen", helloExample, "-o", dir, "--module", "example.com/untagged"); code != cli.ExitOK {
 		t.Fatal(stderr)
 	}
 	untagged := filepath.Join(t.TempDir(), "untagged")
@@ -176,7 +178,7 @@ func TestBuildThenInspect(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	code, stdout, stderr = runKiln(t, "inspect", untagged)
-	if code != exitFailed || !strings.Contains(stderr, "build tags disagree") || !strings.Contains(stdout, "PROBLEM") {
+	if code != cli.ExitFailed || !strings.Contains(stderr, "build tags disagree") || !strings.Contains(stdout, "PROBLEM") {
 		t.Errorf("untagged: exit %d\n%s%s", code, stdout, stderr)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/kilnworks/kiln/gen"
+	"github.com/kilnworks/kiln/runtime/cli"
 )
 
 func init() {
@@ -34,12 +35,12 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 	}
 	if len(rest) != 1 {
 		fl.Usage()
-		return exitUsage
+		return cli.ExitUsage
 	}
 	in, err := gen.Inspect(rest[0])
 	if err != nil {
 		fmt.Fprintf(stderr, "kiln inspect: %v\n", err)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if *asJSON {
 		writeInspectJSON(stdout, in)
@@ -50,9 +51,9 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 		for _, p := range in.Problems {
 			fmt.Fprintf(stderr, "kiln inspect: %s: %s\n", rest[0], p)
 		}
-		return exitFailed
+		return cli.ExitFailed
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
 func writeInspectText(w io.Writer, in *gen.Inspection) {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kilnworks/kiln/capabilities/llm/mock"
+	"github.com/kilnworks/kiln/runtime/cli"
 )
 
 func init() {
@@ -46,18 +47,18 @@ func runIntelMock(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	if err := fl.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
+			return cli.ExitOK
 		}
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if fl.NArg() != 0 || *scriptPath == "" || (*socket == "") == (*addr == "") {
 		fl.Usage()
-		return exitUsage
+		return cli.ExitUsage
 	}
 	script, err := mock.LoadScript(*scriptPath)
 	if err != nil {
 		fmt.Fprintf(stderr, "kiln intel-mock: %v\n", err)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	srv := mock.New(script)
 	if !*quiet {
@@ -68,22 +69,22 @@ func runIntelMock(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		ln, err := listenUnix(*socket)
 		if err != nil {
 			fmt.Fprintf(stderr, "kiln intel-mock: %v\n", err)
-			return exitUsage
+			return cli.ExitUsage
 		}
 		defer os.Remove(*socket)
 		fmt.Fprintf(stderr, "kiln intel-mock: %d turn(s) on unix socket %s\n", len(script.Turns), *socket)
 		fmt.Fprintf(stdout, "--intel-unix %s\n", *socket)
 		if err := srv.ServeUnix(ctx, ln); err != nil {
 			fmt.Fprintf(stderr, "kiln intel-mock: %v\n", err)
-			return exitFailed
+			return cli.ExitFailed
 		}
-		return exitOK
+		return cli.ExitOK
 	}
 
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		fmt.Fprintf(stderr, "kiln intel-mock: %v\n", err)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
@@ -95,10 +96,10 @@ func runIntelMock(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = hs.Shutdown(sctx)
-		return exitOK
+		return cli.ExitOK
 	case err := <-errc:
 		fmt.Fprintf(stderr, "kiln intel-mock: %v\n", err)
-		return exitFailed
+		return cli.ExitFailed
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kilnworks/kiln/capabilities/llm/intel"
 	"github.com/kilnworks/kiln/capabilities/llm/transport"
+	"github.com/kilnworks/kiln/runtime/cli"
 )
 
 // intelMockBuffer is written by the server goroutine and read by the test.
@@ -56,7 +57,7 @@ func startIntelMock(t *testing.T, args ...string) (addr string, stderr *intelMoc
 		cancel()
 		select {
 		case c := <-code:
-			if c != exitOK {
+			if c != cli.ExitOK {
 				t.Errorf("exit %d; stderr:\n%s", c, stderr)
 			}
 		case <-time.After(5 * time.Second):
@@ -113,7 +114,7 @@ func TestIntelMockUnixSocket(t *testing.T) {
 		script := filepath.Join(t.TempDir(), "turns.toml")
 		os.WriteFile(script, []byte(intelTurnsTOML), 0o644)
 		var errOut bytes.Buffer
-		if code := runIntelMock(context.Background(), []string{"--socket", sock, "--script", script}, &bytes.Buffer{}, &errOut); code != exitUsage || !strings.Contains(errOut.String(), "in use") {
+		if code := runIntelMock(context.Background(), []string{"--socket", sock, "--script", script}, &bytes.Buffer{}, &errOut); code != cli.ExitUsage || !strings.Contains(errOut.String(), "in use") {
 			t.Fatalf("second server: exit %d, %s", code, errOut.String())
 		}
 	})
@@ -155,7 +156,7 @@ func TestIntelMockUsageErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		var stderr bytes.Buffer
-		if code := runIntelMock(context.Background(), tc.args, &bytes.Buffer{}, &stderr); code != exitUsage || !strings.Contains(stderr.String(), tc.want) {
+		if code := runIntelMock(context.Background(), tc.args, &bytes.Buffer{}, &stderr); code != cli.ExitUsage || !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("%v: exit %d, stderr %q", tc.args, code, stderr.String())
 		}
 	}

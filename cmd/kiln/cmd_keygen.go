@@ -10,6 +10,7 @@ import (
 
 	"github.com/kilnworks/kiln/gen/supply"
 	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/runtime/cli"
 )
 
 func init() {
@@ -37,7 +38,7 @@ func runKeygen(args []string, stdout, stderr io.Writer) int {
 	}
 	if len(rest) != 0 {
 		fl.Usage()
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if *prefix == "" {
 		*prefix = "cosign"
@@ -50,10 +51,10 @@ func runKeygen(args []string, stdout, stderr io.Writer) int {
 		for _, p := range []string{keyPath, pubPath} {
 			if _, err := os.Stat(p); err == nil {
 				fmt.Fprintf(stderr, "kiln keygen: %s exists; pass --force to overwrite\n", p)
-				return exitUsage
+				return cli.ExitUsage
 			} else if !errors.Is(err, fs.ErrNotExist) {
 				fmt.Fprintf(stderr, "kiln keygen: %v\n", err)
-				return exitUsage
+				return cli.ExitUsage
 			}
 		}
 	}
@@ -68,16 +69,16 @@ func runKeygen(args []string, stdout, stderr io.Writer) int {
 	priv, pub, err := gen(pw)
 	if err != nil {
 		fmt.Fprintf(stderr, "kiln keygen: %v\n", err)
-		return exitFailed
+		return cli.ExitFailed
 	}
 	if err := runtime.WriteFileAtomic(keyPath, priv, 0o600); err != nil {
 		fmt.Fprintf(stderr, "kiln keygen: %v\n", err)
-		return exitFailed
+		return cli.ExitFailed
 	}
 	if err := runtime.WriteFileAtomic(pubPath, pub, 0o644); err != nil {
 		fmt.Fprintf(stderr, "kiln keygen: %v\n", err)
-		return exitFailed
+		return cli.ExitFailed
 	}
 	fmt.Fprintf(stdout, "Private key written to %s\nPublic key written to %s\n", keyPath, pubPath)
-	return exitOK
+	return cli.ExitOK
 }

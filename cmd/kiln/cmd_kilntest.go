@@ -11,6 +11,7 @@ import (
 	_ "github.com/kilnworks/kiln/capabilities/all" // fixtures may use any family
 	"github.com/kilnworks/kiln/gen/fixture"
 	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/runtime/cli"
 )
 
 func init() {
@@ -46,18 +47,18 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 	paths, err := parseInterleaved(fs, args)
 	if err != nil {
 		if err == flag.ErrHelp {
-			return exitOK
+			return cli.ExitOK
 		}
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if len(paths) == 0 {
 		fs.Usage()
-		return exitUsage
+		return cli.ExitUsage
 	}
 	fixtures, err := fixture.Discover(paths...)
 	if err != nil {
 		fmt.Fprintf(stderr, "kiln test: %v\n", err)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	var opts fixture.Options
 	if *verbose {
@@ -65,7 +66,7 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 		audit, closer, err := runtime.NewAuditLogger(runtime.AuditOptions{Level: "debug", Stderr: stderr})
 		if err != nil {
 			fmt.Fprintf(stderr, "kiln test: %v\n", err)
-			return exitUsage
+			return cli.ExitUsage
 		}
 		defer closer.Close()
 		opts.Audit = audit
@@ -94,16 +95,16 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 		data, err := runtime.EncodeJSONIndent(rep)
 		if err != nil {
 			fmt.Fprintf(stderr, "kiln test: %v\n", err)
-			return exitUsage
+			return cli.ExitUsage
 		}
 		fmt.Fprintf(stdout, "%s\n", runtime.RedactBytes(data))
 	} else {
 		fmt.Fprintf(stdout, "%d passed, %d failed\n", rep.Passed, rep.Failed)
 	}
 	if rep.Failed > 0 {
-		return exitTestFail
+		return cli.ExitTestFail
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
 // parseInterleaved parses flags given before, between or after the

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kilnworks/kiln/runtime/cli"
 )
 
 // ownFixtures are the fixtures of the engine and the core families (other
@@ -36,7 +38,7 @@ func TestKilnTestRunsFixtures(t *testing.T) {
 	dirs := ownFixtures(t)
 	r := kiln(t, nil, "", append([]string{"test"}, dirs...)...)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	if r.code != 0 || lines[len(lines)-1] != fmt.Sprintf("%d passed, 0 failed", len(dirs)) {
+	if r.code != cli.ExitOK || lines[len(lines)-1] != fmt.Sprintf("%d passed, 0 failed", len(dirs)) {
 		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	for _, l := range lines[:len(lines)-1] {
@@ -69,7 +71,7 @@ template = "hi"
 	// A folder is searched recursively; flags may follow the paths.
 	r := kiln(t, nil, "", "test", filepath.Join(root, "suite"))
 	want := "PASS good\nFAIL nested/bad: status completed, want failed\n1 passed, 1 failed\n"
-	if r.code != 1 || r.stdout != want {
+	if r.code != cli.ExitTestFail || r.stdout != want {
 		t.Fatalf("exit %d\n%s\nwant\n%s", r.code, r.stdout, want)
 	}
 
@@ -84,7 +86,7 @@ template = "hi"
 			Path     []string `json:"path"`
 		} `json:"fixtures"`
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != 1 {
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != cli.ExitTestFail {
 		t.Fatalf("json: %d %v\n%s", r.code, err, r.stdout)
 	}
 	if rep.Passed != 1 || rep.Failed != 1 || len(rep.Fixtures) != 2 || rep.Fixtures[1].Pass ||
@@ -94,13 +96,13 @@ template = "hi"
 
 	// A single fixture directory is named by its base name.
 	r = kiln(t, nil, "", "test", filepath.Join(root, "suite", "good"))
-	if r.code != 0 || r.stdout != "PASS good\n1 passed, 0 failed\n" {
+	if r.code != cli.ExitOK || r.stdout != "PASS good\n1 passed, 0 failed\n" {
 		t.Fatalf("single: %d %q", r.code, r.stdout)
 	}
 
 	for _, args := range [][]string{{"test"}, {"test", filepath.Join(root, "nothing-here")}, {"test", "--nope", root}} {
-		if r := kiln(t, nil, "", args...); r.code != 2 {
-			t.Errorf("%v: exit %d, want 2 (%s)", args, r.code, r.stderr)
+		if r := kiln(t, nil, "", args...); r.code != cli.ExitUsage {
+			t.Errorf("%v: exit %d, want %d (%s)", args, r.code, cli.ExitUsage, r.stderr)
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -55,9 +54,9 @@ func loadCatalogs(prog string, n *needsFiles, stderr io.Writer) (cats []*gneeds.
 	cats, err := n.catalogs()
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
-		return nil, exitUsage, false
+		return nil, cli.ExitUsage, false
 	}
-	return cats, exitOK, true
+	return cats, cli.ExitOK, true
 }
 
 // splitNeedsArgs takes --needs FILE / --needs=FILE out of kiln run's
@@ -85,28 +84,6 @@ func splitNeedsArgs(args []string) (rest []string, files needsFiles, err error) 
 	return rest, files, nil
 }
 
-// planFailure reports an error of gen.NewPlan: conflicting needs and a
-// profile refusal are exit 5 (a refusal as the JSON error envelope on
-// stderr), anything else exit 5 with the message.
-func planFailure(prog string, err error, stderr io.Writer) int {
-	var ce *gneeds.ConflictError
-	var capErr *gen.CapabilityError
-	switch {
-	case errors.As(err, &capErr):
-		b, jerr := runtime.EncodeJSON(capErr.Envelope())
-		if jerr != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", prog, err)
-		} else {
-			fmt.Fprintf(stderr, "%s\n", b)
-		}
-	case errors.As(err, &ce):
-		fmt.Fprintf(stderr, "%s: %v\n", prog, ce)
-	default:
-		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
-	}
-	return exitFailed
-}
-
 func runNeeds(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("needs", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -126,12 +103,12 @@ func runNeeds(args []string, stdout, stderr io.Writer) int {
 	}
 	if len(paths) != 1 {
 		fs.Usage()
-		return exitUsage
+		return cli.ExitUsage
 	}
 	var lo gen.LoadOptions
 	if err := signing.apply(&lo); err != nil {
 		fmt.Fprintf(stderr, "kiln needs: %v\n", err)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	cats, code, ok := loadCatalogs("kiln needs", files, stderr)
 	if !ok {
@@ -139,21 +116,21 @@ func runNeeds(args []string, stdout, stderr io.Writer) int {
 	}
 	wf, err := gen.Load(paths[0], lo)
 	if err != nil {
-		return loadFailure("kiln needs", err, stderr)
+		return failed("kiln needs", err, stderr)
 	}
 	// The same plan the generator uses, so `kiln needs` prints exactly
 	// what a sealed binary of this workflow embeds.
 	plan, err := gen.NewPlan(wf, gen.PlanOptions{Catalogs: cats})
 	if err != nil {
-		return planFailure("kiln needs", err, stderr)
+		return failed("kiln needs", err, stderr)
 	}
 	out, err := runtime.EncodeJSONIndent(plan.Needs)
 	if err != nil {
 		fmt.Fprintf(stderr, "kiln needs: %v\n", err)
-		return exitFailed
+		return cli.ExitFailed
 	}
 	fmt.Fprintln(stdout, string(out))
-	return exitOK
+	return cli.ExitOK
 }
 
 // planFlags are --needs, --profile and --degrade of kiln gen and build.
@@ -174,7 +151,7 @@ func addPlanFlags(fs *flag.FlagSet) *planFlags {
 func (p *planFlags) options(prog string, stderr io.Writer) (po gen.PlanOptions, code int, ok bool) {
 	if p.degrade && p.profile == "" {
 		fmt.Fprintf(stderr, "%s: --degrade needs --profile\n", prog)
-		return po, exitUsage, false
+		return po, cli.ExitUsage, false
 	}
 	if po.Catalogs, code, ok = loadCatalogs(prog, p.needs, stderr); !ok {
 		return po, code, false
@@ -183,11 +160,11 @@ func (p *planFlags) options(prog string, stderr io.Writer) (po gen.PlanOptions, 
 		prof, err := gen.LoadProfile(p.profile)
 		if err != nil {
 			fmt.Fprintf(stderr, "%s: %v\n", prog, err)
-			return po, exitUsage, false
+			return po, cli.ExitUsage, false
 		}
 		po.Profile, po.Degrade = prof, p.degrade
 	}
-	return po, exitOK, true
+	return po, cli.ExitOK, true
 }
 
 // runBuildInfo is what `kiln run` tells the run CLI about itself: the
@@ -201,7 +178,7 @@ func runBuildInfo(wf *workflow.Workflow, files needsFiles, stderr io.Writer) (b 
 	}
 	plan, err := gen.NewPlan(wf, gen.PlanOptions{Catalogs: cats})
 	if err != nil {
-		return nil, planFailure("kiln run", err, stderr), false
+		return nil, failed("kiln run", err, stderr), false
 	}
-	return &cli.Build{Needs: plan.Needs, Families: catalog.FamilyKeys(catalog.IDs()), Degraded: plan.Degraded}, exitOK, true
+	return &cli.Build{Needs: plan.Needs, Families: catalog.FamilyKeys(catalog.IDs()), Degraded: plan.Degraded}, cli.ExitOK, true
 }

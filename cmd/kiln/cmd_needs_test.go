@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
+
+	"github.com/kilnworks/kiln/runtime/cli"
 )
 
 var updateNeedsGolden = flag.Bool("update-needs", false, "rewrite testdata/needs/*.golden.json")
@@ -34,7 +36,7 @@ func TestNeedsGolden(t *testing.T) {
 	root := filepath.Join("..", "..")
 	wf := filepath.Join(root, "examples", "classifier", "workflow.toml")
 	code, out, errOut := runInProcess("needs", wf, "--needs", filepath.Join(root, "testdata", "needs", "extra.toml"))
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	golden := filepath.Join(root, "testdata", "needs", "classifier.golden.json")
@@ -66,16 +68,16 @@ func TestNeedsGolden(t *testing.T) {
 func TestNeedsErrors(t *testing.T) {
 	root := filepath.Join("..", "..")
 	wf := filepath.Join(root, "examples", "classifier", "workflow.toml")
-	if code, _, e := runInProcess("needs", wf, "--needs", filepath.Join(root, "testdata", "needs", "conflict.toml")); code != exitFailed || !strings.Contains(e, "/srv/data") {
+	if code, _, e := runInProcess("needs", wf, "--needs", filepath.Join(root, "testdata", "needs", "conflict.toml")); code != cli.ExitFailed || !strings.Contains(e, "/srv/data") {
 		t.Errorf("conflict: exit %d %q", code, e)
 	}
-	if code, _, e := runInProcess("needs", wf, "--needs", "/nonexistent/catalog.toml"); code != exitUsage || !strings.Contains(e, "catalog") {
+	if code, _, e := runInProcess("needs", wf, "--needs", "/nonexistent/catalog.toml"); code != cli.ExitUsage || !strings.Contains(e, "catalog") {
 		t.Errorf("missing catalog: exit %d %q", code, e)
 	}
-	if code, _, _ := runInProcess("needs"); code != exitUsage {
+	if code, _, _ := runInProcess("needs"); code != cli.ExitUsage {
 		t.Errorf("no args: exit %d", code)
 	}
-	if code, _, e := runInProcess("needs", "/nonexistent/wf.toml"); code != exitUsage || !strings.Contains(e, "wf.toml") {
+	if code, _, e := runInProcess("needs", "/nonexistent/wf.toml"); code != cli.ExitUsage || !strings.Contains(e, "wf.toml") {
 		t.Errorf("missing workflow: exit %d %q", code, e)
 	}
 }
@@ -162,7 +164,7 @@ func TestRunPreflight(t *testing.T) {
 
 	r := kiln(t, nil, "", "run", wf, "--needs", cat, "needs")
 	rep := parseReport(t, r.stdout)
-	if r.code != exitBlocked || rep.Status != "blocked" || rep.status("secret:H9_PRE_TOKEN") != "missing" {
+	if r.code != cli.ExitBlocked || rep.Status != "blocked" || rep.status("secret:H9_PRE_TOKEN") != "missing" {
 		t.Fatalf("needs without env: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	for _, n := range rep.Needs {
@@ -176,20 +178,20 @@ func TestRunPreflight(t *testing.T) {
 	}
 
 	r = kiln(t, nil, "", "run", wf, "--needs", cat, "--input", input)
-	if r.code != exitBlocked || !strings.Contains(r.stderr, `"status": "blocked"`) || !strings.Contains(r.stderr, "refusing to start") || r.stdout != "" {
+	if r.code != cli.ExitBlocked || !strings.Contains(r.stderr, `"status": "blocked"`) || !strings.Contains(r.stderr, "refusing to start") || r.stdout != "" {
 		t.Fatalf("run without env: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
 	}
 	if _, err := os.Stat(target); err == nil {
 		t.Fatal("a blocked run wrote its file")
 	}
 	// Without the catalog nothing asks for the token.
-	if r := kiln(t, nil, "", "run", wf, "--input", input, "--quiet"); r.code != exitOK {
+	if r := kiln(t, nil, "", "run", wf, "--input", input, "--quiet"); r.code != cli.ExitOK {
 		t.Fatalf("run without the catalog: exit %d\n%s", r.code, r.stderr)
 	}
 	os.Remove(target)
 
 	r = kiln(t, []string{"KILN_PREFLIGHT=warn"}, "", "run", wf, "--needs", cat, "--input", input, "--log-format", "json")
-	if r.code != exitOK || !strings.Contains(r.stderr, `"msg":"preflight.blocked"`) {
+	if r.code != cli.ExitOK || !strings.Contains(r.stderr, `"msg":"preflight.blocked"`) {
 		t.Fatalf("--preflight=warn: exit %d\n%s", r.code, r.stderr)
 	}
 	if _, err := os.Stat(target); err != nil {
@@ -199,15 +201,15 @@ func TestRunPreflight(t *testing.T) {
 	env := []string{"H9_PRE_TOKEN=" + token}
 	r = kiln(t, env, "", "run", wf, "--needs", cat, "needs")
 	rep = parseReport(t, r.stdout)
-	if r.code != exitOK || rep.Status != "degraded" || rep.status("secret:H9_PRE_TOKEN") != "satisfied" || rep.status("secret:H9_PRE_OPTIONAL") != "missing" {
+	if r.code != cli.ExitOK || rep.Status != "degraded" || rep.status("secret:H9_PRE_TOKEN") != "satisfied" || rep.status("secret:H9_PRE_OPTIONAL") != "missing" {
 		t.Fatalf("needs with the token: exit %d\n%s", r.code, r.stdout)
 	}
 	r = kiln(t, env, "", "run", wf, "--needs", cat, "--input", input, "--log-level", "debug")
-	if r.code != exitOK || strings.Contains(r.stdout+r.stderr, token) {
+	if r.code != cli.ExitOK || strings.Contains(r.stdout+r.stderr, token) {
 		t.Fatalf("run with the token: exit %d (or the value leaked)\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	env = append(env, "H9_PRE_OPTIONAL=x")
-	if r := kiln(t, env, "", "run", wf, "--needs", cat, "needs"); r.code != exitOK || parseReport(t, r.stdout).Status != "ready" {
+	if r := kiln(t, env, "", "run", wf, "--needs", cat, "needs"); r.code != cli.ExitOK || parseReport(t, r.stdout).Status != "ready" {
 		t.Fatalf("all secrets: exit %d\n%s", r.code, r.stdout)
 	}
 
@@ -222,10 +224,10 @@ func TestRunPreflight(t *testing.T) {
 	none := approvals("network = []\n")
 	r = kiln(t, env, "", "run", wf, "--needs", cat, "--approvals", none, "needs")
 	rep = parseReport(t, r.stdout)
-	if r.code != exitBlocked || rep.status("filesystem:"+out+":rw") != "approval_required" || rep.status("capability:filesystem") != "approval_required" {
+	if r.code != cli.ExitBlocked || rep.status("filesystem:"+out+":rw") != "approval_required" || rep.status("capability:filesystem") != "approval_required" {
 		t.Fatalf("empty approvals: exit %d\n%s", r.code, r.stdout)
 	}
-	if r := kiln(t, env, "", "run", wf, "--needs", cat, "--approvals", none, "--input", input); r.code != exitBlocked {
+	if r := kiln(t, env, "", "run", wf, "--needs", cat, "--approvals", none, "--input", input); r.code != cli.ExitBlocked {
 		t.Fatalf("run with empty approvals: exit %d", r.code)
 	}
 	ro := approvals("capabilities = [\"filesystem\"]\n[[filesystem]]\npath = \"" + out + "\"\nmode = \"ro\"\n")
@@ -233,11 +235,11 @@ func TestRunPreflight(t *testing.T) {
 		t.Fatalf("a read-only approval covered a read-write need:\n%s", r.stdout)
 	}
 	rw := approvals("capabilities = [\"filesystem\"]\n[[filesystem]]\npath = \"" + filepath.Dir(out) + "\"\nmode = \"rw\"\n")
-	if r := kiln(t, env, "", "run", wf, "--needs", cat, "--approvals", rw, "needs"); r.code != exitOK || parseReport(t, r.stdout).Status != "ready" {
+	if r := kiln(t, env, "", "run", wf, "--needs", cat, "--approvals", rw, "needs"); r.code != cli.ExitOK || parseReport(t, r.stdout).Status != "ready" {
 		t.Fatalf("approved: exit %d\n%s", r.code, r.stdout)
 	}
 	bad := approvals("[[filesystem]]\npath = \"/x\"\nmode = \"rwx\"\n")
-	if r := kiln(t, env, "", "run", wf, "--needs", cat, "--approvals", bad, "needs"); r.code != exitUsage || !strings.Contains(r.stderr, bad) {
+	if r := kiln(t, env, "", "run", wf, "--needs", cat, "--approvals", bad, "needs"); r.code != cli.ExitUsage || !strings.Contains(r.stderr, bad) {
 		t.Fatalf("bad approvals: exit %d\n%s", r.code, r.stderr)
 	}
 }
@@ -253,7 +255,7 @@ source = "file"
 path = "token.txt"
 `)
 	r := kiln(t, nil, "", "run", wf, "--needs", cat, "needs")
-	if rep := parseReport(t, r.stdout); r.code != exitBlocked || rep.status("secret:H9_PRE_TOKEN") != "missing" {
+	if rep := parseReport(t, r.stdout); r.code != cli.ExitBlocked || rep.status("secret:H9_PRE_TOKEN") != "missing" {
 		t.Fatalf("no file yet: exit %d\n%s", r.code, r.stdout)
 	}
 	const value = "file-secret-5521"
@@ -261,7 +263,7 @@ path = "token.txt"
 		t.Fatal(err)
 	}
 	r = kiln(t, nil, "", "run", wf, "--needs", cat, "needs")
-	if rep := parseReport(t, r.stdout); r.code != exitOK || rep.status("secret:H9_PRE_TOKEN") != "satisfied" || strings.Contains(r.stdout+r.stderr, value) {
+	if rep := parseReport(t, r.stdout); r.code != cli.ExitOK || rep.status("secret:H9_PRE_TOKEN") != "satisfied" || strings.Contains(r.stdout+r.stderr, value) {
 		t.Fatalf("file present: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
@@ -286,11 +288,11 @@ func TestNeedsFlagOnEveryCommand(t *testing.T) {
 		{"needs", wf},
 	} {
 		code, stdout, stderr := runInProcess(append(append([]string{}, cmd...), "--needs", broken)...)
-		if code != exitUsage || !strings.Contains(stderr, broken) || !strings.Contains(stderr, "mystery") {
+		if code != cli.ExitUsage || !strings.Contains(stderr, broken) || !strings.Contains(stderr, "mystery") {
 			t.Errorf("%s with a bad catalog: exit %d, stderr %q", cmd[0], code, stderr)
 		}
 		code, stdout, stderr = runInProcess(append(append([]string{}, cmd...), "--needs", conflict)...)
-		if code != exitFailed || !strings.Contains(stdout+stderr, "/srv/data") || !strings.Contains(stdout+stderr, "conflict") {
+		if code != cli.ExitFailed || !strings.Contains(stdout+stderr, "/srv/data") || !strings.Contains(stdout+stderr, "conflict") {
 			t.Errorf("%s with conflicting needs: exit %d\nstdout %q\nstderr %q", cmd[0], code, stdout, stderr)
 		}
 	}
@@ -321,7 +323,7 @@ func TestBuildProfileRefusal(t *testing.T) {
 	if err := json.Unmarshal([]byte(stderr), &env); err != nil {
 		t.Fatalf("exit %d, stderr is not the JSON error: %v\n%s", code, err, stderr)
 	}
-	if code != exitFailed || env.Error.Code != "capability_required" || env.Error.Details.RequiredCapability != "tools.http" ||
+	if code != cli.ExitFailed || env.Error.Code != "capability_required" || env.Error.Details.RequiredCapability != "tools.http" ||
 		env.Error.Details.Profile != "airgapped" || len(env.Error.Details.Families) != 1 || env.Error.Details.Families[0] != "httpclient" {
 		t.Fatalf("exit %d: %+v", code, env)
 	}
@@ -336,7 +338,7 @@ func TestBuildProfileRefusal(t *testing.T) {
 		{[]string{"--profile", filepath.Join(root, "testdata", "profiles", "missing.toml")}, "missing.toml"},
 	} {
 		code, _, stderr := runInProcess(append([]string{"build", wf, "-o", bin}, c.args...)...)
-		if code != exitUsage || !strings.Contains(stderr, c.want) {
+		if code != cli.ExitUsage || !strings.Contains(stderr, c.want) {
 			t.Errorf("%v: exit %d, %q", c.args, code, stderr)
 		}
 	}
@@ -386,7 +388,7 @@ func TestSealedBinaryPreflightAndDegradedDiscovery(t *testing.T) {
 	wf := writeWorkflow(t, t.TempDir(), degradedHook)
 	bin := filepath.Join(t.TempDir(), "hook")
 	code, _, stderr := runInProcess("build", wf, "-o", bin, "--profile", filepath.Join(root, "testdata", "profiles", "airgapped.toml"), "--degrade")
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("kiln build --degrade: exit %d\n%s", code, stderr)
 	}
 	m, err := os.ReadFile(bin + ".manifest.json")
@@ -400,7 +402,7 @@ func TestSealedBinaryPreflightAndDegradedDiscovery(t *testing.T) {
 	if err := json.Unmarshal(m, &man); err != nil || len(man.Degraded) != 1 || man.Degraded[0] != "tools.http" || len(man.Needs) != 64 {
 		t.Fatalf("manifest degraded %v, needs digest %q (%v)", man.Degraded, man.Needs, err)
 	}
-	if code, out, errOut := runInProcess("inspect", bin); code != exitOK || !strings.Contains(out, "degraded   tools.http") {
+	if code, out, errOut := runInProcess("inspect", bin); code != cli.ExitOK || !strings.Contains(out, "degraded   tools.http") {
 		t.Fatalf("kiln inspect: exit %d\n%s%s", code, out, errOut)
 	}
 	sealed := func(env []string, args ...string) execResult {
@@ -421,11 +423,11 @@ func TestSealedBinaryPreflightAndDegradedDiscovery(t *testing.T) {
 	// No secret: `needs` says blocked, serving refuses.
 	r := sealed(nil, "needs")
 	rep := parseReport(t, r.stdout)
-	if r.code != exitBlocked || rep.Status != "blocked" || rep.status("secret:H9_HOOK_SECRET") != "missing" {
+	if r.code != cli.ExitBlocked || rep.Status != "blocked" || rep.status("secret:H9_HOOK_SECRET") != "missing" {
 		t.Fatalf("needs: exit %d\n%s", r.code, r.stdout)
 	}
 	r = sealed(nil, "--bind", "127.0.0.1:0")
-	if r.code != exitBlocked || parseReport(t, r.stderr).Status != "blocked" || !strings.Contains(r.stderr, "provide_secret") {
+	if r.code != cli.ExitBlocked || parseReport(t, r.stderr).Status != "blocked" || !strings.Contains(r.stderr, "provide_secret") {
 		t.Fatalf("serve without the secret: exit %d\n%s", r.code, r.stderr)
 	}
 
@@ -433,10 +435,10 @@ func TestSealedBinaryPreflightAndDegradedDiscovery(t *testing.T) {
 	env := []string{"H9_HOOK_SECRET=" + secret}
 	r = sealed(env, "needs")
 	rep = parseReport(t, r.stdout)
-	if r.code != exitOK || rep.Status != "degraded" || rep.status("capability:tools.http") != "unsupported" {
+	if r.code != cli.ExitOK || rep.Status != "degraded" || rep.status("capability:tools.http") != "unsupported" {
 		t.Fatalf("needs with the secret: exit %d\n%s", r.code, r.stdout)
 	}
-	if r := sealed(env, "verify"); r.code != exitOK || !strings.Contains(r.stdout, "effective_needs_sha256") {
+	if r := sealed(env, "verify"); r.code != cli.ExitOK || !strings.Contains(r.stdout, "effective_needs_sha256") {
 		t.Fatalf("verify: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 

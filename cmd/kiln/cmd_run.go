@@ -1,14 +1,12 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"strings"
 
 	_ "github.com/kilnworks/kiln/capabilities/all" // every family: kiln run/test link everything
 	"github.com/kilnworks/kiln/gen"
-	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/cli"
 )
 
@@ -42,30 +40,30 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	args, signing, err := splitSigningArgs(args) // --signing-*: cmd_sign.go
 	if err != nil {
 		fmt.Fprintf(stderr, "kiln run: %v\n\n%s\n", err, runUsage)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	args, needsCatalogs, err := splitNeedsArgs(args) // --needs FILE: cmd_needs.go
 	if err != nil {
 		fmt.Fprintf(stderr, "kiln run: %v\n\n%s\n", err, runUsage)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	path, rest, err := workflowArg(args)
 	if err != nil {
 		fmt.Fprintf(stderr, "kiln run: %v\n\n%s\n", err, runUsage)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if path == "" {
 		fmt.Fprintln(stderr, runUsage)
-		return exitOK
+		return cli.ExitOK
 	}
 	var lo gen.LoadOptions
 	if err := signing.apply(&lo); err != nil {
 		fmt.Fprintf(stderr, "kiln run: %v\n", err)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	wf, err := gen.Load(path, lo)
 	if err != nil {
-		return loadFailed(err, stderr)
+		return failed("kiln run", err, stderr)
 	}
 	build, code, ok := runBuildInfo(wf, needsCatalogs, stderr) // effective needs for preflight
 	if !ok {
@@ -109,39 +107,4 @@ func workflowArg(args []string) (path string, rest []string, err error) {
 		return "", nil, fmt.Errorf("no workflow file given")
 	}
 	return path, rest, nil
-}
-
-// loadFailed reports a load error: a parse error as file:line: message
-// (exit 2), an invalid workflow as the validation report JSON (exit 5).
-func loadFailed(err error, stderr io.Writer) int {
-	var pe *gen.ParseError
-	var ve *gen.ValidationError
-	var se *gen.SignatureError
-	switch {
-	case errors.As(err, &se):
-		fmt.Fprintf(stderr, "kiln: %v\n", err)
-		return exitFailed
-	case errors.As(err, &pe):
-		fmt.Fprintln(stderr, pe.Error())
-		return exitUsage
-	case errors.As(err, &ve):
-		issues := ve.Issues
-		if issues == nil {
-			issues = []gen.Issue{}
-		}
-		// The same shape and key order as `kiln check` (WORKFLOW-FORMAT §6).
-		report, jerr := runtime.EncodeJSON(struct {
-			Workflow string      `json:"workflow"`
-			OK       bool        `json:"ok"`
-			Issues   []gen.Issue `json:"issues"`
-		}{ve.Workflow, false, issues})
-		if jerr != nil {
-			fmt.Fprintf(stderr, "kiln: %v\n", err)
-		} else {
-			fmt.Fprintf(stderr, "%s\n", report)
-		}
-		return exitFailed
-	}
-	fmt.Fprintf(stderr, "kiln: %v\n", err)
-	return exitUsage
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/kilnworks/kiln/runtime/cli"
 )
 
 // The end-to-end tests run the real kiln binary, built once per test
@@ -196,7 +198,7 @@ func TestRunCompleted(t *testing.T) {
 	os.WriteFile(input, []byte(`{"action":"greet","name":"Ada","kind":"http","n":1.0}`), 0o644)
 	record := filepath.Join(dir, "records", "run.json")
 	r := kiln(t, nil, "", "run", wf, "--input", input, "--record", record)
-	if r.code != 0 {
+	if r.code != cli.ExitOK {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
 	}
 	m := decodeOutcome(t, r)
@@ -250,7 +252,7 @@ func TestRunCompleted(t *testing.T) {
 func TestRunStdinEnvAndStart(t *testing.T) {
 	_, wf := e2eWorkflow(t)
 	r := kiln(t, nil, `{"action":"greet","name":"Bo"}`, "run", wf, "--input", "-", "--log-level", "off")
-	if m := decodeOutcome(t, r); r.code != 0 || m["final_value"].(map[string]any)["rendered"] != "Hi Bo <manual> {{trigger.n}}" {
+	if m := decodeOutcome(t, r); r.code != cli.ExitOK || m["final_value"].(map[string]any)["rendered"] != "Hi Bo <manual> {{trigger.n}}" {
 		t.Fatalf("stdin: %d %s", r.code, r.stdout)
 	}
 	if r.stderr != "" {
@@ -258,11 +260,11 @@ func TestRunStdinEnvAndStart(t *testing.T) {
 	}
 	// KILN_START picks the start node; --start beats it.
 	r = kiln(t, []string{"KILN_START=alt", "KILN_LOG_LEVEL=off"}, "", "run", wf)
-	if m := decodeOutcome(t, r); r.code != 0 || m["last_node"] != "alt_entry" {
+	if m := decodeOutcome(t, r); r.code != cli.ExitOK || m["last_node"] != "alt_entry" {
 		t.Fatalf("KILN_START: %d %s %s", r.code, r.stdout, r.stderr)
 	}
 	r = kiln(t, []string{"KILN_START=alt", "KILN_LOG_LEVEL=off"}, `{"action":"nothing"}`, "run", "--config", wf, "--start", "main", "--input", "-")
-	if m := decodeOutcome(t, r); r.code != 0 || m["last_node"] != "route" {
+	if m := decodeOutcome(t, r); r.code != cli.ExitOK || m["last_node"] != "route" {
 		t.Fatalf("--start over env: %d %s %s", r.code, r.stdout, r.stderr)
 	}
 }
@@ -271,13 +273,13 @@ func TestRunExitCodes(t *testing.T) {
 	dir, wf := e2eWorkflow(t)
 
 	r := kiln(t, nil, `{"action":"reject"}`, "run", wf, "--input", "-")
-	if m := decodeOutcome(t, r); r.code != 5 || m["status"] != "failed" || m["reason"] != "rejected by rule" {
+	if m := decodeOutcome(t, r); r.code != cli.ExitFailed || m["status"] != "failed" || m["reason"] != "rejected by rule" {
 		t.Fatalf("failed: %d %s", r.code, r.stdout)
 	}
 
 	outside := filepath.Join(dir, "outside.txt")
 	r = kiln(t, nil, `{"action":"write","path":"`+outside+`","name":"x"}`, "run", wf, "--input", "-", "--log-format", "json")
-	if m := decodeOutcome(t, r); r.code != 5 || m["status"] != "errored" || m["last_node"] != "emit" {
+	if m := decodeOutcome(t, r); r.code != cli.ExitFailed || m["status"] != "errored" || m["last_node"] != "emit" {
 		t.Fatalf("errored: %d %s", r.code, r.stdout)
 	}
 	if !strings.Contains(r.stderr, "kiln: node emit (write_file): fs.write denied on "+outside+": not in the allowlist\n") {
@@ -293,7 +295,7 @@ func TestRunExitCodes(t *testing.T) {
 	// dry-run via the environment: placeholder, nothing written.
 	inside := filepath.Join(dir, "allowed", "f.txt")
 	r = kiln(t, []string{"KILN_DRY_RUN=1"}, `{"action":"write","path":"`+inside+`","name":"x"}`, "run", wf, "--input", "-")
-	if m := decodeOutcome(t, r); r.code != 0 || m["final_value"].(map[string]any)["dry_run"] != true {
+	if m := decodeOutcome(t, r); r.code != cli.ExitOK || m["final_value"].(map[string]any)["dry_run"] != true {
 		t.Fatalf("dry-run: %d %s", r.code, r.stdout)
 	}
 	if _, err := os.Stat(inside); !os.IsNotExist(err) {
@@ -303,7 +305,7 @@ func TestRunExitCodes(t *testing.T) {
 	state := filepath.Join(dir, "state")
 	r = kiln(t, nil, `{"action":"approve"}`, "run", wf, "--input", "-", "--state-dir", state)
 	m := decodeOutcome(t, r)
-	if r.code != 7 || m["status"] != "paused" || m["reason"] != "needs a human" {
+	if r.code != cli.ExitPaused || m["status"] != "paused" || m["reason"] != "needs a human" {
 		t.Fatalf("paused: %d %s %s", r.code, r.stdout, r.stderr)
 	}
 	if _, err := os.Stat(filepath.Join(state, "runs", m["run_id"].(string)+".json")); err != nil {
@@ -311,7 +313,7 @@ func TestRunExitCodes(t *testing.T) {
 	}
 
 	r = kiln(t, nil, `{"action":"slow","path":"`+filepath.Join(dir, "allowed", "missing")+`"}`, "run", wf, "--input", "-", "--timeout-secs", "1")
-	if m := decodeOutcome(t, r); r.code != 5 || m["status"] != "timed_out" || m["elapsed_ms"] == nil {
+	if m := decodeOutcome(t, r); r.code != cli.ExitFailed || m["status"] != "timed_out" || m["elapsed_ms"] == nil {
 		t.Fatalf("timed out: %d %s %s", r.code, r.stdout, r.stderr)
 	}
 }
@@ -320,7 +322,7 @@ func TestRunLoadAndUsageErrors(t *testing.T) {
 	dir := t.TempDir()
 	bad := writeWorkflow(t, dir, "name = \"x\"\n\n[[nodes]]\nid = \"a\"\ntype = \n")
 	r := kiln(t, nil, "", "run", bad)
-	if r.code != 2 || !strings.HasPrefix(r.stderr, bad+":5: ") || r.stdout != "" {
+	if r.code != cli.ExitUsage || !strings.HasPrefix(r.stderr, bad+":5: ") || r.stdout != "" {
 		t.Fatalf("parse error: %d %q", r.code, r.stderr)
 	}
 
@@ -357,13 +359,13 @@ when = "x"
 			Code, Message string
 		} `json:"issues"`
 	}
-	if err := json.Unmarshal([]byte(r.stderr), &report); err != nil || r.code != 5 {
+	if err := json.Unmarshal([]byte(r.stderr), &report); err != nil || r.code != cli.ExitFailed {
 		t.Fatalf("validation: %d %v\n%s", r.code, err, r.stderr)
 	}
 	if report.Workflow != "invalid" || report.OK == nil || *report.OK || len(report.Issues) == 0 || report.Issues[0].Code == "" {
 		t.Fatalf("report %s", r.stderr)
 	}
-	// Same key order as `kiln check` and WORKFLOW-FORMAT §6.
+	// Same key order as `kiln check`.
 	if !strings.HasPrefix(r.stderr, `{"workflow":"invalid","ok":false,"issues":[{"code":`) {
 		t.Fatalf("report keys out of order: %s", r.stderr)
 	}
@@ -381,12 +383,12 @@ when = "x"
 		{[]string{"run", wf, "--record", "/proc/forbidden/x.json", "--log-level", "off"}, "kiln: --record:"},
 	} {
 		r := kiln(t, nil, `{"action":"greet"}`, c.args...)
-		if r.code != 2 || !strings.Contains(r.stderr, c.want) {
-			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args[1:], r.code, r.stderr, c.want)
+		if r.code != cli.ExitUsage || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", c.args[1:], r.code, r.stderr, cli.ExitUsage, c.want)
 		}
 	}
 	r = kiln(t, nil, "", "run", "-h")
-	if r.code != 0 || !strings.Contains(r.stderr, "usage: kiln run WORKFLOW.toml") {
+	if r.code != cli.ExitOK || !strings.Contains(r.stderr, "usage: kiln run WORKFLOW.toml") {
 		t.Fatalf("help: %d %s", r.code, r.stderr)
 	}
 }
@@ -403,7 +405,7 @@ id = "t"
 type = "terminate"
 `)
 	r := kiln(t, nil, "", "run", wf)
-	if m := decodeOutcome(t, r); r.code != 0 || m["status"] != "completed" || m["final_value"] != nil {
+	if m := decodeOutcome(t, r); r.code != cli.ExitOK || m["status"] != "completed" || m["final_value"] != nil {
 		t.Fatalf("%d %s", r.code, r.stdout)
 	}
 	if !strings.Contains(r.stderr, "policy.allow_all") || !strings.Contains(r.stderr, "development only") {

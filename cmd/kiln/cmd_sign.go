@@ -11,6 +11,7 @@ import (
 
 	"github.com/kilnworks/kiln/gen"
 	"github.com/kilnworks/kiln/gen/supply"
+	"github.com/kilnworks/kiln/runtime/cli"
 )
 
 func init() {
@@ -41,23 +42,23 @@ func runSign(args []string, stdout, stderr io.Writer) int {
 	}
 	if len(rest) != 1 || *key == "" {
 		fl.Usage()
-		return exitUsage
+		return cli.ExitUsage
 	}
 	pw, _ := supply.Password()
 	s, err := supply.LoadSigner(*key, pw)
 	if err != nil {
 		fmt.Fprintf(stderr, "kiln sign: %v\n", err)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	files, err := supply.SignArtifacts(s, rest[0])
 	if err != nil {
 		fmt.Fprintf(stderr, "kiln sign: %v\n", err)
-		return exitFailed
+		return cli.ExitFailed
 	}
 	for _, f := range files {
 		fmt.Fprintf(stdout, "wrote %s\n", f)
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
 func runSignWorkflow(args []string, stdout, stderr io.Writer) int {
@@ -75,23 +76,23 @@ func runSignWorkflow(args []string, stdout, stderr io.Writer) int {
 	}
 	if len(rest) == 0 || *key == "" {
 		fl.Usage()
-		return exitUsage
+		return cli.ExitUsage
 	}
 	pw, _ := supply.Password()
 	priv, err := supply.LoadEd25519PrivateKey(*key, pw)
 	if err != nil {
 		fmt.Fprintf(stderr, "kiln sign-workflow: %v\n", err)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	for _, wf := range rest {
 		out, err := gen.SignWorkflow(wf, priv)
 		if err != nil {
 			fmt.Fprintf(stderr, "kiln sign-workflow: %v\n", err)
-			return exitFailed
+			return cli.ExitFailed
 		}
 		fmt.Fprintf(stdout, "wrote %s\n", out)
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
 // parseSupplyFlags parses flags placed before or after the positional
@@ -101,9 +102,9 @@ func parseSupplyFlags(fl *flag.FlagSet, args []string) (rest []string, code int,
 	for {
 		if err := fl.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				return nil, exitOK, false
+				return nil, cli.ExitOK, false
 			}
-			return nil, exitUsage, false
+			return nil, cli.ExitUsage, false
 		}
 		args = fl.Args()
 		if len(args) == 0 {

@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/kilnworks/kiln/gen/supply"
+	"github.com/kilnworks/kiln/runtime/cli"
 )
 
 func init() {
@@ -36,17 +37,17 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 	}
 	if len(rest) != 1 || *key == "" {
 		fl.Usage()
-		return exitUsage
+		return cli.ExitUsage
 	}
 	bin := rest[0]
 	if st, err := os.Stat(bin); err != nil || !st.Mode().IsRegular() {
 		fmt.Fprintf(stderr, "kiln verify: %s: not a readable file\n", bin)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	v, err := supply.LoadVerifier(*key)
 	if err != nil {
 		fmt.Fprintf(stderr, "kiln verify: %v\n", err)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	r := supply.Verify(bin, v)
 	if !*quiet {
@@ -54,8 +55,8 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 	}
 	if err := r.Err(); err != nil {
 		fmt.Fprintf(stderr, "kiln verify: %s: REFUSED: %v\n", bin, err)
-		return exitFailed
+		return cli.ExitFailed
 	}
 	fmt.Fprintf(stdout, "%s: verified\n", bin)
-	return exitOK
+	return cli.ExitOK
 }

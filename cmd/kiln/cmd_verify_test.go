@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/kilnworks/kiln/gen/supply"
+	"github.com/kilnworks/kiln/runtime/cli"
 )
 
 // supplyRun runs kiln in-process.
@@ -88,12 +89,12 @@ func signedBuild(t *testing.T) (bin, pub string) {
 	dir := t.TempDir()
 	t.Setenv("COSIGN_PASSWORD", "correct horse")
 	prefix := filepath.Join(dir, "cosign")
-	if code, _, errOut := supplyRun(t, "keygen", "--output-key-prefix", prefix); code != 0 {
+	if code, _, errOut := supplyRun(t, "keygen", "--output-key-prefix", prefix); code != cli.ExitOK {
 		t.Fatalf("keygen: exit %d: %s", code, errOut)
 	}
 	bin = filepath.Join(dir, "supply")
 	code, out, errOut := supplyRun(t, "build", copySupplyWorkflow(t), "-o", bin, "--kiln-source", kilnRoot(t), "--sign-key", prefix+".key")
-	if code != 0 {
+	if code != cli.ExitOK {
 		t.Fatalf("build: exit %d\n%s%s", code, out, errOut)
 	}
 	return bin, prefix + ".pub"
@@ -122,7 +123,7 @@ func TestKeygen(t *testing.T) {
 	t.Setenv("COSIGN_PASSWORD", "")
 	prefix := filepath.Join(dir, "release")
 	code, out, _ := supplyRun(t, "keygen", "--output-key-prefix", prefix)
-	if code != 0 || !strings.Contains(out, "release.key") {
+	if code != cli.ExitOK || !strings.Contains(out, "release.key") {
 		t.Fatalf("keygen: exit %d: %s", code, out)
 	}
 	key, _ := os.ReadFile(prefix + ".key")
@@ -138,13 +139,13 @@ func TestKeygen(t *testing.T) {
 	}
 	// Existing files are kept unless --force.
 	code, _, errOut := supplyRun(t, "keygen", "--output-key-prefix", prefix)
-	if code != exitUsage || !strings.Contains(errOut, "exists; pass --force") {
+	if code != cli.ExitUsage || !strings.Contains(errOut, "exists; pass --force") {
 		t.Fatalf("overwrite: exit %d: %s", code, errOut)
 	}
 	if again, _ := os.ReadFile(prefix + ".key"); !bytes.Equal(again, key) {
 		t.Fatal("keygen overwrote a key without --force")
 	}
-	if code, _, errOut := supplyRun(t, "keygen", "--output-key-prefix", prefix, "--force"); code != 0 {
+	if code, _, errOut := supplyRun(t, "keygen", "--output-key-prefix", prefix, "--force"); code != cli.ExitOK {
 		t.Fatalf("--force: exit %d: %s", code, errOut)
 	}
 	if again, _ := os.ReadFile(prefix + ".key"); bytes.Equal(again, key) {
@@ -152,7 +153,7 @@ func TestKeygen(t *testing.T) {
 	}
 	// --ed25519 writes a workflow signing pair.
 	code, _, errOut = supplyRun(t, "keygen", "--ed25519", "--output-key-prefix", filepath.Join(dir, "wf"))
-	if code != 0 {
+	if code != cli.ExitOK {
 		t.Fatalf("--ed25519: exit %d: %s", code, errOut)
 	}
 	if _, err := supply.LoadEd25519PrivateKey(filepath.Join(dir, "wf.key"), []byte{}); err != nil {
@@ -168,7 +169,7 @@ func TestBuildSignVerify(t *testing.T) {
 		}
 	}
 	code, out, errOut := supplyRun(t, "verify", bin, "--key", pub)
-	if code != 0 || !strings.Contains(out, "supply: verified") {
+	if code != cli.ExitOK || !strings.Contains(out, "supply: verified") {
 		t.Fatalf("kiln verify: exit %d\n%s%s", code, out, errOut)
 	}
 	// The manifest beside the binary lists both workflow files and the
@@ -181,18 +182,18 @@ func TestBuildSignVerify(t *testing.T) {
 		}
 	}
 	// The sealed binary checks itself and still runs.
-	if code, out := exe(t, nil, bin, "verify"); code != 0 || !strings.Contains(out, "2 embedded workflow source(s) match") {
+	if code, out := exe(t, nil, bin, "verify"); code != cli.ExitOK || !strings.Contains(out, "2 embedded workflow source(s) match") {
 		t.Fatalf("%s verify: exit %d\n%s", bin, code, out)
 	}
 	in := filepath.Join(t.TempDir(), "in.json")
 	os.WriteFile(in, []byte(`{"who":"ops"}`), 0o644)
-	if code, out := exe(t, nil, bin, "--input", in); code != 0 || !strings.Contains(out, "[tables-canary-7f3a greets ops]") {
+	if code, out := exe(t, nil, bin, "--input", in); code != cli.ExitOK || !strings.Contains(out, "[tables-canary-7f3a greets ops]") {
 		t.Fatalf("sealed run: exit %d\n%s", code, out)
 	}
 
 	// kiln sign re-signs in place; cosign verifies what kiln signed.
 	dir := filepath.Dir(bin)
-	if code, out, errOut := supplyRun(t, "sign", bin, "--key", filepath.Join(dir, "cosign.key")); code != 0 || strings.Count(out, "wrote ") != 8 {
+	if code, out, errOut := supplyRun(t, "sign", bin, "--key", filepath.Join(dir, "cosign.key")); code != cli.ExitOK || strings.Count(out, "wrote ") != 8 {
 		t.Fatalf("kiln sign: exit %d\n%s%s", code, out, errOut)
 	}
 	t.Run("cosign verify-blob", func(t *testing.T) {
@@ -282,14 +283,14 @@ func TestTamperingRefused(t *testing.T) {
 			key := pub
 			if tc.key != "" {
 				prefix := filepath.Join(t.TempDir(), tc.key)
-				if code, _, errOut := supplyRun(t, "keygen", "--output-key-prefix", prefix); code != 0 {
+				if code, _, errOut := supplyRun(t, "keygen", "--output-key-prefix", prefix); code != cli.ExitOK {
 					t.Fatal(errOut)
 				}
 				key = prefix + ".pub"
 			}
 			code, out, errOut := supplyRun(t, "verify", b, "--key", key)
-			if code != exitFailed {
-				t.Fatalf("kiln verify: exit %d, want 5\n%s%s", code, out, errOut)
+			if code != cli.ExitFailed {
+				t.Fatalf("kiln verify: exit %d, want %d\n%s%s", code, cli.ExitFailed, out, errOut)
 			}
 			for _, w := range tc.verifyWant {
 				if !strings.Contains(out+errOut, w) {
@@ -301,10 +302,10 @@ func TestTamperingRefused(t *testing.T) {
 			}
 			code, sout := exe(t, nil, b, "verify")
 			switch {
-			case tc.sealedWant == "" && code != 0:
+			case tc.sealedWant == "" && code != cli.ExitOK:
 				t.Errorf("sealed verify: exit %d\n%s", code, sout)
-			case tc.sealedWant != "" && (code != exitFailed || !strings.Contains(sout, tc.sealedWant)):
-				t.Errorf("sealed verify: exit %d, want 5 and %q\n%s", code, tc.sealedWant, sout)
+			case tc.sealedWant != "" && (code != cli.ExitFailed || !strings.Contains(sout, tc.sealedWant)):
+				t.Errorf("sealed verify: exit %d, want %d and %q\n%s", code, cli.ExitFailed, tc.sealedWant, sout)
 			}
 		})
 	}
@@ -324,7 +325,7 @@ func TestReproducibleBuild(t *testing.T) {
 			t.Setenv("GOCACHE", t.TempDir())
 		}
 		bin := filepath.Join(t.TempDir(), "supply")
-		if code, out, errOut := supplyRun(t, "build", wf, "-o", bin, "--kiln-source", kilnRoot(t)); code != 0 {
+		if code, out, errOut := supplyRun(t, "build", wf, "-o", bin, "--kiln-source", kilnRoot(t)); code != cli.ExitOK {
 			t.Fatalf("build %d: exit %d\n%s%s", i, code, out, errOut)
 		}
 		sums[i] = map[string]string{}
@@ -360,15 +361,15 @@ func TestAirGapped(t *testing.T) {
 		t.Skip("cannot create a network namespace here (unshare -n); the GOPROXY=off build above passed")
 	}
 	kilnExe := builtKiln(t)
-	if code, out := exe(t, nil, "unshare", "-n", kilnExe, "verify", bin, "--key", pub); code != 0 || !strings.Contains(out, "verified") {
+	if code, out := exe(t, nil, "unshare", "-n", kilnExe, "verify", bin, "--key", pub); code != cli.ExitOK || !strings.Contains(out, "verified") {
 		t.Fatalf("kiln verify without network: exit %d\n%s", code, out)
 	}
-	if code, out := exe(t, nil, "unshare", "-n", bin, "verify"); code != 0 {
+	if code, out := exe(t, nil, "unshare", "-n", bin, "verify"); code != cli.ExitOK {
 		t.Fatalf("sealed verify without network: exit %d\n%s", code, out)
 	}
 	in := filepath.Join(t.TempDir(), "in.json")
 	os.WriteFile(in, []byte(`{"who":"air"}`), 0o644)
-	if code, out := exe(t, nil, "unshare", "-n", bin, "--input", in); code != 0 || !strings.Contains(out, "greets air") {
+	if code, out := exe(t, nil, "unshare", "-n", bin, "--input", in); code != cli.ExitOK || !strings.Contains(out, "greets air") {
 		t.Fatalf("sealed run without network: exit %d\n%s", code, out)
 	}
 }
@@ -382,7 +383,7 @@ func TestSignedWorkflowCommands(t *testing.T) {
 	dir := filepath.Dir(wf)
 	child := filepath.Join(dir, "child", "wrap.toml")
 	prefix := filepath.Join(t.TempDir(), "wf")
-	if code, _, errOut := supplyRun(t, "keygen", "--ed25519", "--output-key-prefix", prefix); code != 0 {
+	if code, _, errOut := supplyRun(t, "keygen", "--ed25519", "--output-key-prefix", prefix); code != cli.ExitOK {
 		t.Fatal(errOut)
 	}
 	pin := []string{"--signing-required", "--signing-key", prefix + ".pub"}
@@ -407,16 +408,16 @@ func TestSignedWorkflowCommands(t *testing.T) {
 	}
 
 	t.Run("unsigned", func(t *testing.T) {
-		expect(t, exitFailed, "required but workflow.toml.sig does not exist")
+		expect(t, cli.ExitFailed, "required but workflow.toml.sig does not exist")
 	})
 	code, out, errOut := supplyRun(t, "sign-workflow", wf, child, "--key", prefix+".key")
-	if code != 0 || !strings.Contains(out, "wrote "+wf+".sig") || !strings.Contains(out, "wrote "+child+".sig") {
+	if code != cli.ExitOK || !strings.Contains(out, "wrote "+wf+".sig") || !strings.Contains(out, "wrote "+child+".sig") {
 		t.Fatalf("sign-workflow: exit %d\n%s%s", code, out, errOut)
 	}
 	t.Run("signed", func(t *testing.T) {
-		expect(t, exitOK, "")
+		expect(t, cli.ExitOK, "")
 		// Without the flags the signature is not required, and still fine.
-		if code, _, errOut := supplyRun(t, "check", wf); code != 0 {
+		if code, _, errOut := supplyRun(t, "check", wf); code != cli.ExitOK {
 			t.Fatalf("check without flags: %s", errOut)
 		}
 	})
@@ -424,14 +425,14 @@ func TestSignedWorkflowCommands(t *testing.T) {
 		data, _ := os.ReadFile(child)
 		os.WriteFile(child, bytes.Replace(data, []byte("[{{rendered}}]"), []byte("<{{rendered}}>"), 1), 0o644)
 		defer os.WriteFile(child, data, 0o644)
-		expect(t, exitFailed, child+": signature: wrap.toml.sig does not verify with the key from --signing-key")
+		expect(t, cli.ExitFailed, child+": signature: wrap.toml.sig does not verify with the key from --signing-key")
 	})
 	t.Run("environment", func(t *testing.T) {
 		os.Remove(child + ".sig")
 		t.Setenv("KILN_SIGNING_REQUIRED", "true")
 		t.Setenv("KILN_SIGNING_KEY", prefix+".pub")
 		code, _, errOut := supplyRun(t, "check", wf)
-		if code != exitFailed || !strings.Contains(errOut, "wrap.toml.sig does not exist") {
+		if code != cli.ExitFailed || !strings.Contains(errOut, "wrap.toml.sig does not exist") {
 			t.Fatalf("KILN_SIGNING_REQUIRED: exit %d: %s", code, errOut)
 		}
 	})
@@ -441,7 +442,7 @@ func TestSupplyUsageErrors(t *testing.T) {
 	t.Setenv("COSIGN_PASSWORD", "right-pw-6c1")
 	dir := t.TempDir()
 	prefix := filepath.Join(dir, "cosign")
-	if code, _, errOut := supplyRun(t, "keygen", "--output-key-prefix", prefix); code != 0 {
+	if code, _, errOut := supplyRun(t, "keygen", "--output-key-prefix", prefix); code != cli.ExitOK {
 		t.Fatal(errOut)
 	}
 	blob := filepath.Join(dir, "blob")
@@ -452,16 +453,16 @@ func TestSupplyUsageErrors(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"sign", blob}, "", exitUsage, "usage: kiln sign"},
-		{[]string{"sign", blob, "--key", prefix + ".pub"}, "", exitUsage, "cosign.pub"},
-		{[]string{"sign", blob, "--key", prefix + ".key"}, "bad-pw-93f", exitUsage, "cannot decrypt (wrong COSIGN_PASSWORD?)"},
-		{[]string{"sign", filepath.Join(dir, "missing"), "--key", prefix + ".key"}, "", exitFailed, "missing"},
-		{[]string{"verify", blob}, "", exitUsage, "usage: kiln verify"},
-		{[]string{"verify", blob, "--key", prefix + ".key"}, "", exitUsage, "public key"},
-		{[]string{"verify", filepath.Join(dir, "missing"), "--key", prefix + ".pub"}, "", exitUsage, "not a readable file"},
-		{[]string{"verify", blob, "--key", prefix + ".pub"}, "", exitFailed, "blob: signature: no signature"},
-		{[]string{"sign-workflow", blob, "--key", prefix + ".key"}, "", exitUsage, "workflow signatures use Ed25519 keys"},
-		{[]string{"keygen", "extra"}, "", exitUsage, "usage: kiln keygen"},
+		{[]string{"sign", blob}, "", cli.ExitUsage, "usage: kiln sign"},
+		{[]string{"sign", blob, "--key", prefix + ".pub"}, "", cli.ExitUsage, "cosign.pub"},
+		{[]string{"sign", blob, "--key", prefix + ".key"}, "bad-pw-93f", cli.ExitUsage, "cannot decrypt (wrong COSIGN_PASSWORD?)"},
+		{[]string{"sign", filepath.Join(dir, "missing"), "--key", prefix + ".key"}, "", cli.ExitFailed, "missing"},
+		{[]string{"verify", blob}, "", cli.ExitUsage, "usage: kiln verify"},
+		{[]string{"verify", blob, "--key", prefix + ".key"}, "", cli.ExitUsage, "public key"},
+		{[]string{"verify", filepath.Join(dir, "missing"), "--key", prefix + ".pub"}, "", cli.ExitUsage, "not a readable file"},
+		{[]string{"verify", blob, "--key", prefix + ".pub"}, "", cli.ExitFailed, "blob: signature: no signature"},
+		{[]string{"sign-workflow", blob, "--key", prefix + ".key"}, "", cli.ExitUsage, "workflow signatures use Ed25519 keys"},
+		{[]string{"keygen", "extra"}, "", cli.ExitUsage, "usage: kiln keygen"},
 	}
 	for _, tc := range cases {
 		if tc.env != "" {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/runtime/cli"
 )
 
 // TestKilnTestVerboseLogIsRedacted: `kiln test -v` writes the audit log
@@ -34,7 +35,7 @@ start = "main"
 status = "failed"
 `), 0o644)
 	var out, errb bytes.Buffer
-	if code := run([]string{"test", "-v", dir}, &out, &errb); code != exitOK {
+	if code := run([]string{"test", "-v", dir}, &out, &errb); code != cli.ExitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errb.String())
 	}
 	if strings.Contains(errb.String(), secret) || !strings.Contains(errb.String(), "msg=workflow.failed") ||

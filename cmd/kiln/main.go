@@ -10,16 +10,8 @@ import (
 	"io"
 	"os"
 	"sort"
-)
 
-// Exit codes shared by every subcommand (WORKFLOW-FORMAT §6).
-const (
-	exitOK       = 0
-	exitTestFail = 1 // kiln test: a fixture failed
-	exitUsage    = 2 // usage or configuration error, unreadable/unparsable input
-	exitFailed   = 5 // failed / timed out / errored / validation failed / verification failed
-	exitBlocked  = 6 // preflight: a mandatory need is unmet
-	exitPaused   = 7
+	"github.com/kilnworks/kiln/runtime/cli"
 )
 
 type command struct {
@@ -45,15 +37,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(stderr)
 		if len(args) == 0 {
-			return exitUsage
+			return cli.ExitUsage
 		}
-		return exitOK
+		return cli.ExitOK
 	}
 	c, ok := commands[args[0]]
 	if !ok {
 		fmt.Fprintf(stderr, "kiln: unknown command %q\n\n", args[0])
 		usage(stderr)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	return c.run(args[1:], stdout, stderr)
 }

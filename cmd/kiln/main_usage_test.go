@@ -4,13 +4,15 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/kilnworks/kiln/runtime/cli"
 )
 
 // TestUsageListsCommandsAligned: every command's summary starts in the
 // same column, however long the longest name (sign-workflow).
 func TestUsageListsCommandsAligned(t *testing.T) {
 	var out, errb bytes.Buffer
-	if code := run([]string{"-h"}, &out, &errb); code != exitOK {
+	if code := run([]string{"-h"}, &out, &errb); code != cli.ExitOK {
 		t.Fatalf("kiln -h: exit %d", code)
 	}
 	col := -1
@@ -36,11 +38,11 @@ func TestUsageListsCommandsAligned(t *testing.T) {
 	if n != len(commands) {
 		t.Fatalf("usage lists %d of %d commands:\n%s", n, len(commands), errb.String())
 	}
-	if code := run(nil, &out, &errb); code != exitUsage {
-		t.Fatalf("kiln without a command: exit %d, want %d", code, exitUsage)
+	if code := run(nil, &out, &errb); code != cli.ExitUsage {
+		t.Fatalf("kiln without a command: exit %d, want %d", code, cli.ExitUsage)
 	}
 	errb.Reset()
-	if code := run([]string{"frobnicate"}, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), `unknown command "frobnicate"`) {
+	if code := run([]string{"frobnicate"}, &out, &errb); code != cli.ExitUsage || !strings.Contains(errb.String(), `unknown command "frobnicate"`) {
 		t.Fatalf("unknown command: exit %d, stderr %s", code, errb.String())
 	}
 }

@@ -30,12 +30,19 @@ import (
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
-// Exit codes (WORKFLOW-FORMAT §6).
+// Exit codes, of sealed binaries, `kiln run` and every other kiln
+// command alike: this block is their one owner.
 const (
-	ExitOK     = 0 // completed; serve mode stopped cleanly
-	ExitUsage  = 2 // usage or configuration error
-	ExitFailed = 5 // failed, timed out or errored
-	ExitPaused = 7 // paused for approval
+	ExitOK = 0 // completed; serve mode stopped cleanly
+	// ExitTestFail is `kiln test`'s alone: a fixture failed. A run never
+	// exits 1, so a script can tell the two apart.
+	ExitTestFail = 1
+	ExitUsage    = 2 // usage or configuration error, unreadable or unparsable input
+	ExitFailed   = 5 // failed, timed out or errored; an invalid workflow, a failed verification
+	// ExitBlocked: preflight refused a run or serve because a mandatory
+	// need is unmet (and `BIN needs` reporting a blocked binary).
+	ExitBlocked = 6
+	ExitPaused  = 7 // paused for approval
 	// ExitTampered: a sealed binary refuses to start because its tables,
 	// needs, sources or manifest were altered after sealing.
 	ExitTampered = 8

@@ -16,10 +16,6 @@ import (
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
-// ExitBlocked is the exit code of a run or serve refused by preflight: a
-// mandatory need is unmet (and `BIN needs` reporting a blocked binary).
-const ExitBlocked = 6
-
 // Build is what the program knows about its own build: the effective
 // needs it was generated with and the capability families it links. A
 // sealed binary fills it from its embedded needs and manifest; `kiln run`
