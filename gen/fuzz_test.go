@@ -11,13 +11,14 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/kilnworks/kiln/gen/internal/tomlkeys"
+	"github.com/kilnworks/kiln/runtime/nesting"
 )
 
-// corpusFiles lists every workflow-shaped TOML file under testdata and
-// examples: the fuzz seed corpus.
+// corpusFiles lists every workflow-shaped TOML file under testdata, the
+// engine's and the families' fixtures and examples: the fuzz seed corpus.
 func corpusFiles(t testing.TB) []string {
 	var files []string
-	for _, root := range []string{"../testdata", "../examples"} {
+	for _, root := range []string{"../testdata", "../runtime/testdata", "../capabilities", "../examples"} {
 		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err
@@ -83,15 +84,18 @@ func FuzzLoadValidate(f *testing.F) {
 			}
 		}
 		// Every key and array element of an accepted document is in the
-		// key index, so errors can always name a line.
+		// key index, so errors can always name a line. (Like the loader,
+		// decode only what passes the nesting check.)
 		var raw map[string]any
-		if _, err := toml.Decode(string(data), &raw); err == nil {
-			ix := tomlkeys.Scan(string(data))
-			walkPaths(raw, "", func(p string) {
-				if at, ok := ix[p]; !ok || at.Line < 1 {
-					t.Fatalf("key index misses %s", p)
-				}
-			})
+		if nesting.TOML(data) == nil {
+			if _, err := toml.Decode(string(data), &raw); err == nil {
+				ix := tomlkeys.Scan(string(data))
+				walkPaths(raw, "", func(p string) {
+					if at, ok := ix.Find(p); !ok || at.Line < 1 {
+						t.Fatalf("key index misses %s", p)
+					}
+				})
+			}
 		}
 
 		// Decode + Validate alone (no files).

@@ -15,6 +15,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/kilnworks/kiln/gen/internal/tomlkeys"
+	"github.com/kilnworks/kiln/runtime/nesting"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
@@ -104,6 +105,13 @@ type document struct {
 // Decode strictly decodes workflow TOML; name is used in error messages.
 // It loads no children or assets (see Load).
 func Decode(name string, data []byte) (*workflow.Workflow, error) {
+	// The decoder's cost grows with the square of the nesting: refuse deep
+	// documents before it runs.
+	if err := nesting.TOML(data); err != nil {
+		var ne *nesting.Error
+		errors.As(err, &ne)
+		return nil, &ParseError{File: name, Line: ne.Line, Msg: ne.Msg}
+	}
 	var raw map[string]any
 	if _, err := toml.Decode(string(data), &raw); err != nil {
 		var pe toml.ParseError
@@ -181,12 +189,7 @@ func respellRateLimits(raw map[string]any, ix tomlkeys.Index, name string) (bool
 				route["rate_limit"] = list[0]
 				changed = true
 				// Later errors name path.key; point them at path[0].key.
-				from := tomlkeys.JoinIndex(path, 0)
-				for k, at := range ix {
-					if rest, ok := strings.CutPrefix(k, from); ok {
-						ix[path+rest] = at
-					}
-				}
+				ix.Alias(path, tomlkeys.JoinIndex(path, 0))
 			}
 		}
 		return nil

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/kilnworks/kiln/runtime/nesting"
 )
 
 // decodeApprovals reads an approvals file. Every sealed binary links this
@@ -22,6 +24,11 @@ import (
 // an error naming the line; approvals_test.go checks it agrees with
 // BurntSushi/toml on the documents both accept.
 func decodeApprovals(src string) (*Approvals, error) {
+	// The shape nests one array deep; refuse deep documents the way
+	// every TOML reader of kiln does, whatever this parser becomes.
+	if err := nesting.TOML(src); err != nil {
+		return nil, err
+	}
 	p := &approvalsParser{src: src, line: 1}
 	a := &Approvals{}
 	table := ""

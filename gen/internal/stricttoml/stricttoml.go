@@ -12,11 +12,20 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/kilnworks/kiln/gen/internal/tomlkeys"
+	"github.com/kilnworks/kiln/runtime/nesting"
 )
 
-// Decode decodes data into v. A syntax error names the file and line
+// Decode decodes data into v, refusing first a document nested too deep
+// (see runtime/nesting). A syntax error names the file and line
 // ("name:line: message"); any other decoding error names the file.
 func Decode(name string, data []byte, v any) (toml.MetaData, error) {
+	// The decoder's cost grows with the square of the nesting: refuse deep
+	// documents before it runs.
+	if err := nesting.TOML(data); err != nil {
+		var ne *nesting.Error
+		errors.As(err, &ne)
+		return toml.MetaData{}, fmt.Errorf("%s:%d: %s", name, ne.Line, ne.Msg)
+	}
 	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(v)
 	if err != nil {
 		var pe toml.ParseError

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/kilnworks/kiln/runtime/nesting"
 )
 
 // BurntSushi/toml reports where syntax errors are, but not where a decoded
@@ -20,43 +22,160 @@ type Pos struct {
 	Line, Off int
 }
 
-// Index maps key paths to their first definition.
-type Index map[string]Pos
+// Index maps key paths to their first definition. It is a tree of key
+// parts and array elements rather than a map of path strings, so that its
+// size stays linear in the source: a path string is as long as the nesting
+// is deep, and there is one per key and per array element.
+type Index struct {
+	root  *node
+	edges map[edge]*node
+}
+
+// node is one key or array element of the document.
+type node struct {
+	at    Pos     // where it is first defined; Line 0 until then
+	elems []*node // array elements, in order
+	// tables marks an array of tables: a header naming it refers to its
+	// last element.
+	tables bool
+	// alias, when set, is the node whose keys this one has (see Alias).
+	alias *node
+}
+
+// edge names a key part below a node.
+type edge struct {
+	parent *node
+	name   string
+}
+
+func newIndex() Index {
+	return Index{root: &node{}, edges: map[edge]*node{}}
+}
+
+// child returns the node of key name below n, or nil.
+func (ix Index) child(n *node, name string) *node {
+	if n.alias != nil {
+		n = n.alias
+	}
+	return ix.edges[edge{n, name}]
+}
+
+// define returns the node of key name below n, creating it, and records
+// at as its definition unless it has one.
+func (ix Index) define(n *node, name string, at Pos) *node {
+	c := ix.edges[edge{n, name}]
+	if c == nil {
+		c = &node{}
+		ix.edges[edge{n, name}] = c
+	}
+	c.record(at)
+	return c
+}
+
+func (n *node) record(at Pos) {
+	if n.at.Line == 0 {
+		n.at = at
+	}
+}
+
+// appendElem adds an array element defined at at.
+func (n *node) appendElem(at Pos) *node {
+	e := &node{at: at}
+	n.elems = append(n.elems, e)
+	return e
+}
+
+// walk follows path (as JoinKey and JoinIndex write it) from the root and
+// returns the nodes it passes, calling visit on each; it stops where the
+// path leaves the index or does not parse, and reports whether it reached
+// the end.
+func (ix Index) walk(path string, visit func(*node)) bool {
+	if ix.root == nil {
+		return false
+	}
+	n := ix.root
+	for i := 0; i < len(path); {
+		var next *node
+		switch c := path[i]; {
+		case c == '[':
+			j := strings.IndexByte(path[i:], ']')
+			if j < 0 {
+				return false
+			}
+			k, err := strconv.Atoi(path[i+1 : i+j])
+			if err != nil || k < 0 || k >= len(n.elems) {
+				return false
+			}
+			next, i = n.elems[k], i+j+1
+		case c == '"':
+			j := i + 1
+			for j < len(path) && path[j] != '"' {
+				if path[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			if j >= len(path) {
+				return false
+			}
+			name, err := strconv.Unquote(path[i : j+1])
+			if err != nil {
+				return false
+			}
+			next, i = ix.child(n, name), j+1
+		default:
+			j := i
+			for j < len(path) && path[j] != '.' && path[j] != '[' {
+				j++
+			}
+			next, i = ix.child(n, path[i:j]), j
+		}
+		if next == nil {
+			return false
+		}
+		n = next
+		visit(n)
+		if i < len(path) && path[i] == '.' {
+			i++
+		}
+	}
+	return true
+}
 
 // Lookup returns the position of path, or of its nearest indexed parent.
 func (ix Index) Lookup(path string) Pos {
-	for path != "" {
-		if p, ok := ix[path]; ok {
-			return p
+	var at Pos
+	ix.walk(path, func(n *node) {
+		if n.at.Line > 0 {
+			at = n.at
 		}
-		path = parentPath(path)
-	}
-	return Pos{}
+	})
+	return at
 }
 
-// parentPath drops the last segment of a key path.
-func parentPath(path string) string {
-	if strings.HasSuffix(path, "]") {
-		if i := strings.LastIndexByte(path, '['); i >= 0 {
-			return path[:i]
-		}
+// Find returns the position of path itself, if it is indexed.
+func (ix Index) Find(path string) (Pos, bool) {
+	var last *node
+	if !ix.walk(path, func(n *node) { last = n }) || last == nil || last.at.Line == 0 {
+		return Pos{}, false
 	}
-	// The last '.' outside quotes; quoted segments never hold '.' unescaped
-	// except inside quotes, so scan from the end tracking quotes.
-	inQuote := false
-	for i := len(path) - 1; i >= 0; i-- {
-		switch path[i] {
-		case '"':
-			if i == 0 || path[i-1] != '\\' {
-				inQuote = !inQuote
-			}
-		case '.':
-			if !inQuote {
-				return path[:i]
-			}
-		}
+	return last.at, true
+}
+
+// Alias makes path and the keys below it resolve as target and its keys
+// do (the loader reads a one-element array of tables as that table).
+// Array elements of path stay its own.
+func (ix Index) Alias(path, target string) {
+	var from, to *node
+	if !ix.walk(path, func(n *node) { from = n }) || !ix.walk(target, func(n *node) { to = n }) || from == nil || to == nil {
+		return
 	}
-	return ""
+	for to.alias != nil {
+		to = to.alias
+	}
+	if from != to {
+		from.at, from.alias = to.at, to
+	}
 }
 
 // JoinKey appends a key segment to a path, quoting it unless it is a bare key.
@@ -88,19 +207,21 @@ func isBareKey(s string) bool {
 	return true
 }
 
-// Scan scans TOML source and records where every key is defined.
+// Scan scans TOML source and records where every key is defined. The
+// source must have passed nesting.TOML (the loader decodes it first):
+// values nested deeper than nesting.MaxDepth are passed over, not indexed.
 func Scan(src string) Index {
-	s := &keyScanner{src: src, line: 1, ix: Index{}, arrays: map[string]int{}}
+	s := &keyScanner{src: src, line: 1, ix: newIndex()}
 	s.document()
 	return s.ix
 }
 
 type keyScanner struct {
-	src    string
-	i      int
-	line   int
-	ix     Index
-	arrays map[string]int // array-of-tables path -> elements seen so far
+	src   string
+	i     int
+	line  int
+	depth int // open inline tables and arrays
+	ix    Index
 }
 
 func (s *keyScanner) eof() bool { return s.i >= len(s.src) }
@@ -119,10 +240,9 @@ func (s *keyScanner) advance() {
 	s.i++
 }
 
-func (s *keyScanner) record(path string, at Pos) {
-	if _, ok := s.ix[path]; !ok && path != "" {
-		s.ix[path] = at
-	}
+// triple reports whether three q quotes start at the current byte.
+func (s *keyScanner) triple(q byte) bool {
+	return s.i+2 < len(s.src) && s.src[s.i] == q && s.src[s.i+1] == q && s.src[s.i+2] == q
 }
 
 // skipSpace skips blanks and, when newlines is set, line breaks and comments.
@@ -158,7 +278,7 @@ func (s *keyScanner) skipToLineEnd() {
 }
 
 func (s *keyScanner) document() {
-	table := ""
+	table := s.ix.root
 	for !s.eof() {
 		start := s.i
 		s.skipSpace(true)
@@ -180,8 +300,8 @@ func (s *keyScanner) document() {
 	}
 }
 
-// header reads [a.b] or [[a.b]] and returns the table path it opens.
-func (s *keyScanner) header() string {
+// header reads [a.b] or [[a.b]] and returns the table it opens.
+func (s *keyScanner) header() *node {
 	at := Pos{s.line, s.i}
 	s.advance()
 	array := s.peek() == '['
@@ -190,41 +310,33 @@ func (s *keyScanner) header() string {
 	}
 	segs := s.key()
 	s.skipToLineEnd()
-	if len(segs) == 0 {
-		return ""
-	}
-	// Every prefix that is an array of tables refers to its last element.
-	path := ""
+	n := s.ix.root
 	for i, seg := range segs {
-		path = JoinKey(path, seg)
+		n = s.ix.define(n, seg, at)
 		if array && i == len(segs)-1 {
-			n := s.arrays[path]
-			s.arrays[path] = n + 1
-			s.record(path, at)
-			path = JoinIndex(path, n)
-			break
+			n.tables = true
+			return n.appendElem(at)
 		}
-		s.record(path, at)
-		if n, ok := s.arrays[path]; ok {
-			path = JoinIndex(path, n-1)
+		// A header below an array of tables is in its last element.
+		if n.tables && len(n.elems) > 0 {
+			n = n.elems[len(n.elems)-1]
+			n.record(at)
 		}
 	}
-	s.record(path, at)
-	return path
+	return n
 }
 
-// keyValue reads `key = value` under table.
-func (s *keyScanner) keyValue(table string) {
+// keyValue reads `key = value` in table.
+func (s *keyScanner) keyValue(table *node) {
 	at := Pos{s.line, s.i}
 	segs := s.key()
 	if len(segs) == 0 {
 		s.skipToLineEnd()
 		return
 	}
-	path := table
+	n := table
 	for _, seg := range segs {
-		path = JoinKey(path, seg)
-		s.record(path, at)
+		n = s.ix.define(n, seg, at)
 	}
 	s.skipSpace(false)
 	if s.peek() != '=' {
@@ -233,7 +345,7 @@ func (s *keyScanner) keyValue(table string) {
 	}
 	s.advance()
 	s.skipSpace(false)
-	s.value(path)
+	s.value(n)
 }
 
 // key reads a dotted key: bare, "basic" or 'literal' segments.
@@ -266,14 +378,22 @@ func isBareByte(c byte) bool {
 }
 
 // value reads one value; inline tables and arrays index their members.
-func (s *keyScanner) value(path string) {
+func (s *keyScanner) value(n *node) {
 	switch s.peek() {
 	case '"', '\'':
 		s.str()
-	case '{':
-		s.inlineTable(path)
-	case '[':
-		s.array(path)
+	case '{', '[':
+		if s.depth >= nesting.MaxDepth {
+			s.skipNested()
+			return
+		}
+		s.depth++
+		if s.peek() == '{' {
+			s.inlineTable(n)
+		} else {
+			s.array(n)
+		}
+		s.depth--
 	default:
 		// number, boolean or date-time (which may hold one space)
 		for !s.eof() {
@@ -286,7 +406,31 @@ func (s *keyScanner) value(path string) {
 	}
 }
 
-func (s *keyScanner) inlineTable(path string) {
+// skipNested passes over an inline table or array without indexing it,
+// and without recursion.
+func (s *keyScanner) skipNested() {
+	open := 0
+	for !s.eof() {
+		switch s.peek() {
+		case '"', '\'':
+			s.str()
+			continue
+		case '#':
+			s.skipComment()
+			continue
+		case '{', '[':
+			open++
+		case '}', ']':
+			open--
+		}
+		s.advance()
+		if open == 0 {
+			return
+		}
+	}
+}
+
+func (s *keyScanner) inlineTable(n *node) {
 	s.advance() // {
 	for !s.eof() {
 		start := s.i
@@ -299,16 +443,16 @@ func (s *keyScanner) inlineTable(path string) {
 			s.advance()
 			continue
 		}
-		s.keyValue(path)
+		s.keyValue(n)
 		if s.i == start {
 			s.advance()
 		}
 	}
 }
 
-func (s *keyScanner) array(path string) {
+func (s *keyScanner) array(n *node) {
 	s.advance() // [
-	for n := 0; !s.eof(); {
+	for !s.eof() {
 		start := s.i
 		s.skipSpace(true)
 		switch s.peek() {
@@ -319,10 +463,7 @@ func (s *keyScanner) array(path string) {
 			s.advance()
 			continue
 		}
-		elem := JoinIndex(path, n)
-		s.record(elem, Pos{s.line, s.i})
-		s.value(elem)
-		n++
+		s.value(n.appendElem(Pos{s.line, s.i}))
 		if s.i == start {
 			s.advance()
 		}
@@ -333,7 +474,7 @@ func (s *keyScanner) array(path string) {
 // (escapes decoded on a best-effort basis; only keys need the value).
 func (s *keyScanner) str() string {
 	q := s.peek()
-	if strings.HasPrefix(s.src[s.i:], strings.Repeat(string(q), 3)) {
+	if s.triple(q) {
 		s.i += 3
 		start := s.i
 		for !s.eof() {
@@ -342,7 +483,7 @@ func (s *keyScanner) str() string {
 				s.advance()
 				continue
 			}
-			if strings.HasPrefix(s.src[s.i:], strings.Repeat(string(q), 3)) {
+			if s.triple(q) {
 				// A multi-line string may end with up to two extra quotes.
 				end := s.i + 3
 				for n := 0; n < 2 && end < len(s.src) && s.src[end] == q; n++ {
@@ -387,46 +528,46 @@ func (s *keyScanner) str() string {
 // FirstLine returns the line of key's first definition, key being a path
 // without array indices as BurntSushi/toml reports undecoded keys (every
 // element of an array of tables shares one such path): the earliest
-// indexed path that is key once its indices are dropped, else the
-// nearest such parent. It returns 0 when nothing matches.
+// definition of a path that is key once its indices are dropped, else of
+// the nearest such parent. It returns 0 when nothing matches.
 func (ix Index) FirstLine(key []string) int {
-	for n := len(key); n > 0; n-- {
-		want := ""
-		for _, seg := range key[:n] {
-			want = JoinKey(want, seg)
+	if ix.root == nil {
+		return 0
+	}
+	line := 0
+	// The nodes whose paths without indices are key[:depth], with their
+	// elements at any depth.
+	level := withElems(nil, ix.root)
+	for _, name := range key {
+		var next []*node
+		for _, n := range level {
+			if c := ix.child(n, name); c != nil {
+				next = withElems(next, c)
+			}
 		}
+		if len(next) == 0 {
+			break
+		}
+		level = next
 		best := 0
-		for path, at := range ix {
-			if (best == 0 || at.Line < best) && dropIndices(path) == want {
-				best = at.Line
+		for _, n := range level {
+			if l := n.at.Line; l > 0 && (best == 0 || l < best) {
+				best = l
 			}
 		}
 		if best > 0 {
-			return best
+			line = best
 		}
 	}
-	return 0
+	return line
 }
 
-// dropIndices removes the [n] segments of a key path.
-func dropIndices(path string) string {
-	if !strings.Contains(path, "[") {
-		return path
+// withElems appends n and its array elements, theirs, and so on.
+func withElems(list []*node, n *node) []*node {
+	start := len(list)
+	list = append(list, n)
+	for i := start; i < len(list); i++ {
+		list = append(list, list[i].elems...)
 	}
-	var b strings.Builder
-	inQuote := false
-	for i := 0; i < len(path); i++ {
-		c := path[i]
-		switch {
-		case c == '"' && (i == 0 || path[i-1] != '\\'):
-			inQuote = !inQuote
-		case c == '[' && !inQuote:
-			for i < len(path) && path[i] != ']' {
-				i++
-			}
-			continue
-		}
-		b.WriteByte(c)
-	}
-	return b.String()
+	return list
 }

@@ -49,7 +49,7 @@ func TestKeyIndex(t *testing.T) {
 
 	// Every key and element is indexed.
 	walkPaths(raw, "", func(p string) {
-		if _, ok := ix[p]; !ok {
+		if _, ok := ix.Find(p); !ok {
 			t.Errorf("not indexed: %s", p)
 		}
 	})
@@ -82,8 +82,8 @@ func TestKeyIndex(t *testing.T) {
 		"table.after_crlf":              lineOf("after_crlf"),
 	}
 	for path, line := range want {
-		if got := ix[path].Line; got != line {
-			t.Errorf("%s: line %d, want %d", path, got, line)
+		if got, _ := ix.Find(path); got.Line != line {
+			t.Errorf("%s: line %d, want %d", path, got.Line, line)
 		}
 	}
 }
