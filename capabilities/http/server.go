@@ -543,7 +543,7 @@ func (s *Server) runRoute(w http.ResponseWriter, r *http.Request, rt *route, a a
 	rep := s.host.Fire(runtime.WithTraceparent(s.runCtx, a.tp), runtime.RunOptions{
 		Start: rt.spec.StartNode, Trigger: a.trigger, Timeout: s.runTimeout()})
 	code, ctype, out := reply(rep.Outcome)
-	out = runtime.RedactBytes(out) // before it is stored for replays too
+	out = runtime.RedactBody(ctype, out) // before it is stored for replays too
 	if s.runCtx.Err() != nil && rep.Outcome.Status == runtime.StatusErrored {
 		code = http.StatusServiceUnavailable // cut short by an expired drain
 	}
@@ -641,10 +641,11 @@ var (
 )
 
 // write sends a reply and returns its status code. Every body passes the
-// secret redactor: no registered secret value leaves the process,
-// whatever a node put in it.
+// secret redactor (JSON bodies stay valid JSON): no registered secret
+// value leaves the process, whatever a node put in it, and a stored reply
+// replayed after a secret was registered is redacted too.
 func write(w http.ResponseWriter, code int, contentType string, body []byte) int {
-	body = runtime.RedactBytes(body)
+	body = runtime.RedactBody(contentType, body)
 	if code == http.StatusNoContent || code == http.StatusNotModified {
 		body = nil // these statuses carry no body
 	}

@@ -25,9 +25,10 @@
 // Declared headers ([nodes.headers]) are literals plus {{secret:NAME}}
 // placeholders resolved at request time through Services.Secret; values
 // are never interpolated from the run context. Every resolved secret is
-// registered with runtime.RedactValue, and any registered secret echoed
-// back by the server is replaced by [REDACTED] in the node output. A CR or
-// LF in a header is refused.
+// registered with runtime.RedactValue. The node output is data and keeps
+// what the server sent, a secret it echoed included: redaction happens at
+// the sinks (logs, outcome, records, checkpoints, replies), never in data.
+// A CR or LF in a header is refused.
 package httpclient
 
 import (
@@ -201,7 +202,7 @@ func do(ctx context.Context, c *runtime.Call, method string, headers []header) (
 	out := map[string]any{
 		"status":  resp.StatusCode,
 		"headers": responseHeaders(resp.Header),
-		"body":    runtime.Redact(strings.ToValidUTF8(string(raw), "\uFFFD")),
+		"body":    strings.ToValidUTF8(string(raw), "\uFFFD"),
 		"bytes":   len(raw),
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
@@ -270,7 +271,7 @@ func traceparent(ctx context.Context, c *runtime.Call) string {
 func responseHeaders(h http.Header) map[string]any {
 	out := make(map[string]any, len(h))
 	for k, vs := range h {
-		out[strings.ToLower(k)] = runtime.Redact(strings.Join(vs, ", "))
+		out[strings.ToLower(k)] = strings.Join(vs, ", ")
 	}
 	return out
 }

@@ -179,13 +179,19 @@ X-Literal = "{{not.a.secret}}"`))
 	if r.rep.Outcome.Status != runtime.StatusCompleted {
 		t.Fatalf("outcome %+v", r.rep.Outcome)
 	}
-	if r.out["body"] != "you sent Bearer [REDACTED]" || r.out["headers"].(map[string]any)["x-echo"] != "Bearer [REDACTED]" {
+	// The output is data: it keeps what the server sent. Redaction is the
+	// sinks' part (RedactJSON for the outcome and record the CLI prints).
+	if r.out["body"] != "you sent Bearer "+secret || r.out["headers"].(map[string]any)["x-echo"] != "Bearer "+secret {
 		t.Fatalf("output %v", r.out)
 	}
 	outcome, _ := json.Marshal(r.rep.Outcome)
 	record, err := r.rep.Record()
 	if err != nil {
 		t.Fatal(err)
+	}
+	outcome, record = runtime.RedactJSON(outcome), runtime.RedactJSON(record)
+	if !json.Valid(record) || !strings.Contains(string(record), "you sent Bearer [REDACTED]") {
+		t.Fatalf("record not redacted at the sink:\n%s", record)
 	}
 	for what, text := range map[string]string{"outcome": string(outcome), "record": string(record), "audit log": r.audit} {
 		if strings.Contains(text, secret) {

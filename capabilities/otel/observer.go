@@ -136,7 +136,8 @@ func (o *observer) endNode(span trace.Span, wf *workflow.Workflow, n *workflow.N
 	}
 	span.SetAttributes(attribute.String(AttrNodeAction, res.Action.String()))
 	if res.Branch != "" && declaredBranch(wf, n.ID, res.Branch) {
-		span.SetAttributes(attribute.String(AttrNodeBranch, res.Branch))
+		// A branch can be data (a switch on a value): spans are a sink.
+		span.SetAttributes(attribute.String(AttrNodeBranch, runtime.Redact(res.Branch)))
 	}
 }
 

@@ -171,6 +171,8 @@ func (r *Registry) Load(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("secret %s (%s): %v", name, s.Source, err)
 		}
+		// By name, so that a short value is reported under it.
+		runtime.RedactSecret(name, v.value)
 		if s.Source != "file" { // files are re-read on every use
 			fresh[name] = v
 		}

@@ -97,7 +97,7 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "kiln test: %v\n", err)
 			return cli.ExitUsage
 		}
-		fmt.Fprintf(stdout, "%s\n", runtime.RedactBytes(data))
+		fmt.Fprintf(stdout, "%s\n", runtime.RedactJSON(data))
 	} else {
 		fmt.Fprintf(stdout, "%d passed, %d failed\n", rep.Passed, rep.Failed)
 	}
