@@ -50,8 +50,13 @@ func serverOf(wf *workflow.Workflow, s workflow.MCPServer) Server {
 		AllowResources: s.AllowResources, Env: s.Env, Dir: dir}
 }
 
-// ToolAllowed checks the server's own allow_tools.
+// ToolAllowed checks the server's own allow_tools. A name with a dot
+// segment is refused first (policy.CheckMCPTarget), also for the legacy
+// server.
 func (s Server) ToolAllowed(tool string) error {
+	if err := policy.CheckMCPTarget("mcp.tool", tool); err != nil {
+		return err
+	}
 	if s.Legacy || policy.MatchAny(s.AllowTools, tool) {
 		return nil
 	}
@@ -59,8 +64,13 @@ func (s Server) ToolAllowed(tool string) error {
 		Reason: fmt.Sprintf("not in allow_tools of [[mcp_servers]] %q%s", s.Name, emptyNote(s.AllowTools))}
 }
 
-// ResourceAllowed checks the server's own allow_resources.
+// ResourceAllowed checks the server's own allow_resources, for reads and
+// subscriptions. A URI with a dot segment is refused first
+// (policy.CheckMCPTarget), also for the legacy server.
 func (s Server) ResourceAllowed(uri string) error {
+	if err := policy.CheckMCPTarget("mcp.resource", uri); err != nil {
+		return err
+	}
 	if s.Legacy || policy.MatchAny(s.AllowResources, uri) {
 		return nil
 	}
@@ -205,6 +215,8 @@ func validateConfig(wf *workflow.Workflow) error {
 		if t.Resource == "" {
 			bad("%s: resource is required", where)
 		} else if err := CheckPattern(t.Resource); err != nil {
+			bad("%s: resource: %v", where, err)
+		} else if err := policy.CheckMCPTarget("mcp.resource", t.Resource); err != nil {
 			bad("%s: resource: %v", where, err)
 		}
 		if t.StartNode == "" {

@@ -20,12 +20,17 @@ import (
 
 // everythingScript finds the official reference server that `make tools`
 // installs into .cache/npm at the repository root. The interop tests are
-// skipped, visibly, only when node or the package is missing.
+// skipped, visibly, only when node or the package is missing, and fail
+// instead when CI=true.
 func everythingScript(t *testing.T) (node, script string) {
 	t.Helper()
+	missing := t.Skipf
+	if os.Getenv("CI") == "true" {
+		missing = t.Fatalf
+	}
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Skip("SKIP interop with @modelcontextprotocol/server-everything: node is not installed")
+		missing("SKIP interop with @modelcontextprotocol/server-everything: node is not installed")
 	}
 	dir, err := os.Getwd()
 	if err != nil {
@@ -43,7 +48,7 @@ func everythingScript(t *testing.T) (node, script string) {
 	}
 	script = filepath.Join(dir, ".cache", "npm", "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
 	if _, err := os.Stat(script); err != nil {
-		t.Skipf("SKIP interop with @modelcontextprotocol/server-everything: %s is not installed (run `make tools`)", script)
+		missing("SKIP interop with @modelcontextprotocol/server-everything: %s is not installed (run `make tools`)", script)
 	}
 	return node, script
 }

@@ -423,37 +423,3 @@ func (p *Policy) ShellConfirm(real string) error {
 	}
 	return nil
 }
-
-// MCPTool checks a tool call against [policy.mcp].tools.
-func (p *Policy) MCPTool(server, tool string) error {
-	if p.allowAll {
-		return nil
-	}
-	if p.spec.MCP == nil {
-		return deny("mcp.tool", tool, "no [policy.mcp] section (deny by default)")
-	}
-	if len(p.spec.MCP.Servers) > 0 && server != "" && !MatchAny(p.spec.MCP.Servers, server) {
-		return deny("mcp.tool", server+"/"+tool, "server not in the allowlist")
-	}
-	if !MatchAny(p.spec.MCP.Tools, tool) {
-		return deny("mcp.tool", tool, "not in the allowlist")
-	}
-	return nil
-}
-
-// MCPResource checks a resource read against [policy.mcp].resources.
-func (p *Policy) MCPResource(server, uri string) error {
-	if p.allowAll {
-		return nil
-	}
-	if p.spec.MCP == nil {
-		return deny("mcp.resource", uri, "no [policy.mcp] section (deny by default)")
-	}
-	if len(p.spec.MCP.Servers) > 0 && server != "" && !MatchAny(p.spec.MCP.Servers, server) {
-		return deny("mcp.resource", server+" "+uri, "server not in the allowlist")
-	}
-	if !MatchAny(p.spec.MCP.Resources, uri) {
-		return deny("mcp.resource", uri, "not in the allowlist")
-	}
-	return nil
-}
