@@ -175,6 +175,26 @@ func authSpec(h *runtime.Host) *workflow.Auth {
 	return &workflow.Auth{}
 }
 
+// singleCredential refuses, before any auth check on a route with auth
+// (every kind, also hmac and mtls, which do not read the header), a
+// request whose Authorization could be read two ways: more than one
+// Authorization field line, or one value holding a comma. Every kind
+// here takes a single token68 credential (Bearer, Basic, and oidc's
+// Bearer), which has no comma, so a comma can only join a second
+// credential: that is how HTTP lets an intermediary fold two field lines
+// into one, and a proxy in front may have checked one credential while
+// the verifier reads the other.
+func singleCredential(h http.Header) error {
+	values := h.Values("Authorization")
+	if len(values) > 1 {
+		return fmt.Errorf("%d Authorization headers; send exactly one credential", len(values))
+	}
+	if len(values) == 1 && strings.Contains(values[0], ",") {
+		return errors.New("the Authorization header holds more than one credential (a comma); send exactly one")
+	}
+	return nil
+}
+
 // bearer: Authorization: Bearer <token>; principal name = binding name.
 type bearerVerifier struct {
 	binding string

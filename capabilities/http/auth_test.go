@@ -3,9 +3,13 @@ package http
 import (
 	"crypto/hmac"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -211,4 +215,144 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// TestAuthorizationSingleCredential: on a route with auth, of any kind, a
+// request with two Authorization headers, or two credentials joined by a
+// comma in one, is answered 400 before the credential is checked, even
+// when the first credential is valid; on an open route the header is not
+// read and nothing changes.
+func TestAuthorizationSingleCredential(t *testing.T) {
+	t.Setenv("OPS_TOKENS", "tok-alpha-1111")
+	t.Setenv("GH_SECRET", "gh-webhook-secret")
+	src := wf("echo", `auth = "bearer:ops"
+[[http_routes]]
+method = "POST"
+path = "/basic"
+start_node = "main"
+auth = "basic:twilio"
+[[http_routes]]
+method = "POST"
+path = "/signed"
+start_node = "main"
+auth = "hmac:github"
+[[http_routes]]
+method = "POST"
+path = "/open"
+start_node = "main"
+[auth.bearer.ops]
+tokens_env = "OPS_TOKENS"
+[auth.basic.twilio]
+credentials = ["twilio:s3cret-pass1"]
+[auth.hmac.github]
+secret_env = "GH_SECRET"
+header = "X-Hub-Signature-256"
+`)
+	ts := start(t, src, setup{})
+	body := `{}`
+	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("twilio:s3cret-pass1"))
+	signed := []string{"X-Hub-Signature-256", "sha256=" + sign("gh-webhook-secret", body)}
+	routes := []struct {
+		path  string
+		auth  string   // a valid credential for the route ("" = none)
+		extra []string // other headers the route needs
+	}{
+		{"/hook", "Bearer tok-alpha-1111", nil},
+		{"/basic", basic, nil},
+		{"/signed", "", signed},
+	}
+	request := func(path string, extra []string, auth ...string) *http.Request {
+		req := mustRequest(t, "POST", ts.URL+path, body)
+		for i := 0; i+1 < len(extra); i += 2 {
+			req.Header.Set(extra[i], extra[i+1])
+		}
+		for _, a := range auth {
+			req.Header.Add("Authorization", a)
+		}
+		return req
+	}
+	refused := 0
+	for _, rt := range routes {
+		// The valid request passes.
+		var one []string
+		if rt.auth != "" {
+			one = []string{rt.auth}
+		}
+		ts.send(t, request(rt.path, rt.extra, one...)).expect(t, 200)
+		for name, auth := range map[string][]string{
+			"two headers, valid first":   {orElse(rt.auth, "Bearer tok-alpha-1111"), "Bearer other"},
+			"two headers, valid second":  {"Bearer other", orElse(rt.auth, "Bearer tok-alpha-1111")},
+			"two identical headers":      {orElse(rt.auth, basic), orElse(rt.auth, basic)},
+			"comma-joined, valid first":  {orElse(rt.auth, "Bearer tok-alpha-1111") + ", Bearer other"},
+			"comma-joined, valid second": {"Bearer other," + orElse(rt.auth, "Bearer tok-alpha-1111")},
+		} {
+			r := ts.send(t, request(rt.path, rt.extra, auth...))
+			if r.code != 400 || r.json["error"] != "bad request" || !strings.Contains(fmt.Sprint(r.json["detail"]), "Authorization") ||
+				!strings.Contains(fmt.Sprint(r.json["detail"]), "exactly one") || r.json["final_value"] != nil {
+				t.Errorf("%s, %s: %d %s", rt.path, name, r.code, r.body)
+			}
+			refused++
+		}
+	}
+	// Header lines differing in case are one field.
+	got := raw(t, ts, "POST /hook HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nAuthorization: Bearer tok-alpha-1111\r\n"+
+		"authorization: Bearer other\r\nConnection: close\r\n\r\n{}")
+	if !strings.HasPrefix(got, "HTTP/1.1 400 ") || !strings.Contains(got, `"2 Authorization headers; send exactly one credential"`) {
+		t.Errorf("raw request with two header lines: %q", got)
+	}
+	refused++
+	if n := strings.Count(ts.Audit.String(), `"msg":"http.auth_denied"`); n != refused {
+		t.Errorf("%d http.auth_denied events, want %d", n, refused)
+	}
+	// An open route does not read Authorization.
+	ts.send(t, request("/open", nil, "Bearer a", "Bearer b, c")).expect(t, 200)
+	if strings.Contains(ts.Audit.String(), "tok-alpha") || strings.Contains(ts.Audit.String(), "s3cret") {
+		t.Fatal("audit log leaks a credential")
+	}
+}
+
+func orElse(s, fallback string) string {
+	if s != "" {
+		return s
+	}
+	return fallback
+}
+
+// TestAuthorizationSingleCredentialMTLS: an mtls route, which never reads
+// Authorization, refuses two credentials in it all the same.
+func TestAuthorizationSingleCredentialMTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca, clientCA := newCA(t, "server-ca"), newCA(t, "client-ca")
+	sc, sk, _ := ca.issue(t, "server", true)
+	writeFile(t, filepath.Join(dir, "server.pem"), sc)
+	writeFile(t, filepath.Join(dir, "server.key"), sk)
+	writeFile(t, filepath.Join(dir, "clients.pem"), clientCA.pem)
+	_, _, good := clientCA.issue(t, "agent-1", false)
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.cert)
+	h := newHost(t, wf("echo", `auth = "mtls"
+[server.tls]
+cert_file = "server.pem"
+key_file = "server.key"
+[server.tls.client_auth]
+mode = "required"
+ca_file = "clients.pem"
+`), setup{})
+	h.Program.Workflow.Source = filepath.Join(dir, "workflow.toml")
+	buf := &syncBuffer{}
+	h.Engine.Audit = newTestAudit(buf)
+	s, err := New(h, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := serve(t, s, buf, true)
+	tlsClient(ts, roots, &good)
+	ts.do(t, "POST", "/hook", `{}`, "Authorization", "Bearer a").expect(t, 200)
+	req := mustRequest(t, "POST", ts.URL+"/hook", `{}`)
+	req.Header.Add("Authorization", "Bearer a")
+	req.Header.Add("Authorization", "Bearer b")
+	if r := ts.send(t, req).expect(t, 400); r.json["error"] != "bad request" {
+		t.Fatalf("body %s", r.body)
+	}
+	ts.do(t, "POST", "/hook", `{}`, "Authorization", "Bearer a, Bearer b").expect(t, 400)
 }

@@ -454,6 +454,12 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt *route) (admit
 			return admitted{}, writeJSON(w, http.StatusTooManyRequests, map[string]any{"error": "rate limited", "retry_after_ms": ms})
 		}
 	}
+	if rt.authRef != "" {
+		if err := singleCredential(r.Header); err != nil {
+			log().Warn("http.auth_denied", "auth", rt.authRef, "detail", err.Error())
+			return admitted{}, writeJSON(w, http.StatusBadRequest, map[string]any{"error": "bad request", "detail": err.Error()})
+		}
+	}
 	if r.ContentLength > MaxBodyBytes {
 		return admitted{}, writeJSON(w, http.StatusRequestEntityTooLarge, map[string]any{"error": "request body too large", "limit_bytes": MaxBodyBytes})
 	}
