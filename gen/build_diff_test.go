@@ -49,17 +49,21 @@ type diffCase struct {
 	bin            string
 }
 
-// TestSealedMatchesKilnRun builds a sealed binary for every fixture under
-// testdata/fixtures and runs it and `kiln run` on the fixture's TOML with
-// the same flags, input and disk: exit code, outcome JSON and run record
-// (trace included) must be the same. Fixtures that need mocked
-// intelligence or MCP (which a sealed binary cannot take) or that expect
-// the workflow to be refused at load are skipped.
+// TestSealedMatchesKilnRun builds a sealed binary for every fixture of the
+// repository (fixture.Folders) and runs it and `kiln run` on the
+// fixture's TOML with the same flags, input and disk: exit code, outcome
+// JSON and run record (trace included) must be the same. Fixtures that
+// need mocked intelligence or MCP (which a sealed binary cannot take) or
+// that expect the workflow to be refused at load are skipped.
 func TestSealedMatchesKilnRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a binary per fixture")
 	}
-	fixtures, err := fixture.Discover(filepath.Join(repoRoot(t), "testdata", "fixtures"))
+	folders, err := fixture.Folders(repoRoot(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixtures, err := fixture.Discover(folders...)
 	if err != nil {
 		t.Fatal(err)
 	}

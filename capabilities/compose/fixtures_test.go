@@ -10,8 +10,8 @@ import (
 	"github.com/kilnworks/kiln/gen/fixture/fixturetest"
 )
 
-// The compose-* fixtures (WORKFLOW-FORMAT §8) run here, where the families they
-// use are linked; gen/fixture's own suite skips them.
+// The compose family's fixtures (docs/fixtures.md), with the families
+// they use linked.
 func TestFixtures(t *testing.T) {
-	fixturetest.RunPrefixed(t, "../../testdata/fixtures", 10, "compose-")
+	fixturetest.Run(t, "testdata/fixtures")
 }

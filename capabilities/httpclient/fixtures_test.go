@@ -8,8 +8,8 @@ import (
 	"github.com/kilnworks/kiln/gen/fixture/fixturetest"
 )
 
-// The http-* and secrets-* fixtures (WORKFLOW-FORMAT §8) run here, where the families they
-// use are linked; gen/fixture's own suite skips them.
+// The httpclient family's fixtures (docs/fixtures.md), with the families
+// they use linked (secrets: a secret header with CR or LF is refused).
 func TestFixtures(t *testing.T) {
-	fixturetest.RunPrefixed(t, "../../testdata/fixtures", 7, "http-", "secrets-")
+	fixturetest.Run(t, "testdata/fixtures")
 }

@@ -3,12 +3,18 @@ package llm_test
 import (
 	"testing"
 
+	_ "github.com/kilnworks/kiln/capabilities/control"
+	_ "github.com/kilnworks/kiln/capabilities/data"
+	_ "github.com/kilnworks/kiln/capabilities/fs"
+	_ "github.com/kilnworks/kiln/capabilities/httpclient"
+	_ "github.com/kilnworks/kiln/capabilities/llm"
 	"github.com/kilnworks/kiln/gen/fixture/fixturetest"
 )
 
-// The llm-* fixtures (WORKFLOW-FORMAT §8) run here, where llm and the
-// families they use are linked (see the blank imports of this package's
-// tests); gen/fixture's own suite skips them.
-func TestLLMFixtures(t *testing.T) {
-	fixturetest.RunPrefixed(t, "../../testdata/fixtures", 11, "llm-")
+// The llm family's fixtures (docs/fixtures.md), run on the fixture
+// runner's mock intelligence client, with the families they use linked;
+// policy-* are prompt injections that must not move a write outside the
+// policy.
+func TestFixtures(t *testing.T) {
+	fixturetest.Run(t, "testdata/fixtures")
 }

@@ -3,12 +3,14 @@ package mcp_test
 import (
 	"testing"
 
+	_ "github.com/kilnworks/kiln/capabilities/control"
 	_ "github.com/kilnworks/kiln/capabilities/data"
+	_ "github.com/kilnworks/kiln/capabilities/mcp"
 	"github.com/kilnworks/kiln/gen/fixture/fixturetest"
 )
 
-// The mcp-* fixtures (WORKFLOW-FORMAT §8, mock MCP client) run here, where
-// the mcp family is linked; gen/fixture's own suite skips them.
+// The mcp family's fixtures (docs/fixtures.md), run on the fixture
+// runner's mock MCP client, with the families they use linked.
 func TestFixtures(t *testing.T) {
-	fixturetest.RunPrefixed(t, "../../testdata/fixtures", 10, "mcp-")
+	fixturetest.Run(t, "testdata/fixtures")
 }

@@ -8,8 +8,8 @@ import (
 	"github.com/kilnworks/kiln/gen/fixture/fixturetest"
 )
 
-// The shell-* fixtures (WORKFLOW-FORMAT §8) run here, where the families they
-// use are linked; gen/fixture's own suite skips them.
+// The shell family's fixtures (docs/fixtures.md), with the families they
+// use linked.
 func TestFixtures(t *testing.T) {
-	fixturetest.RunPrefixed(t, "../../testdata/fixtures", 6, "shell-")
+	fixturetest.Run(t, "testdata/fixtures")
 }

@@ -8,37 +8,32 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kilnworks/kiln/gen/fixture"
 	"github.com/kilnworks/kiln/runtime/cli"
 )
 
-// ownFixtures are the fixtures of the engine and the core families (other
-// families' fixtures are run by their own tests).
-func ownFixtures(t *testing.T) []string {
+// ownFixtures are the fixture folders of the engine and the core families
+// (each family's own tests run its folder too; here they go through
+// `kiln test`), and how many fixtures they hold.
+func ownFixtures(t *testing.T) (folders []string, n int) {
 	t.Helper()
-	root := filepath.Join("..", "..", "testdata", "fixtures")
-	entries, err := os.ReadDir(root)
+	root := filepath.Join("..", "..")
+	folders = []string{filepath.Join(root, "runtime", "testdata", "fixtures")}
+	for _, family := range []string{"control", "data", "env", "fs"} {
+		folders = append(folders, filepath.Join(root, "capabilities", family, "testdata", "fixtures"))
+	}
+	fixtures, err := fixture.Discover(folders...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
-	for _, e := range entries {
-		for _, prefix := range []string{"branch-", "control-", "data-", "engine-", "env-", "fs-", "policy-"} {
-			if e.IsDir() && strings.HasPrefix(e.Name(), prefix) {
-				out = append(out, filepath.Join(root, e.Name()))
-			}
-		}
-	}
-	if len(out) < 30 {
-		t.Fatalf("only %d fixtures found", len(out))
-	}
-	return out
+	return folders, len(fixtures)
 }
 
 func TestKilnTestRunsFixtures(t *testing.T) {
-	dirs := ownFixtures(t)
-	r := kiln(t, nil, "", append([]string{"test"}, dirs...)...)
+	folders, n := ownFixtures(t)
+	r := kiln(t, nil, "", append([]string{"test"}, folders...)...)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	if r.code != cli.ExitOK || lines[len(lines)-1] != fmt.Sprintf("%d passed, 0 failed", len(dirs)) {
+	if r.code != cli.ExitOK || lines[len(lines)-1] != fmt.Sprintf("%d passed, 0 failed", n) {
 		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	for _, l := range lines[:len(lines)-1] {

@@ -1,0 +1,15 @@
+package data_test
+
+import (
+	"testing"
+
+	_ "github.com/kilnworks/kiln/capabilities/control"
+	_ "github.com/kilnworks/kiln/capabilities/data"
+	"github.com/kilnworks/kiln/gen/fixture/fixturetest"
+)
+
+// The data family's fixtures (docs/fixtures.md), with the families they
+// use linked.
+func TestFixtures(t *testing.T) {
+	fixturetest.Run(t, "testdata/fixtures")
+}

@@ -1,0 +1,15 @@
+package fs_test
+
+import (
+	"testing"
+
+	_ "github.com/kilnworks/kiln/capabilities/data"
+	_ "github.com/kilnworks/kiln/capabilities/fs"
+	"github.com/kilnworks/kiln/gen/fixture/fixturetest"
+)
+
+// The fs family's fixtures (docs/fixtures.md), with the families they use
+// linked.
+func TestFixtures(t *testing.T) {
+	fixturetest.Run(t, "testdata/fixtures")
+}
