@@ -84,11 +84,15 @@ bench:
 	$(GO) test -run '^$$' -bench . ./runtime/...
 	$(GO) run ./capabilities/http/internal/bench -requests 10000 -concurrency 64
 
-# fuzz: 60 s of the loader + validator fuzz target (seeded from every
-# workflow in testdata and examples); FUZZTIME=10m for a longer run.
+# fuzz: FUZZTIME (60 s) of each fuzz target: the loader + validator
+# (seeded from every workflow in testdata and examples), and the TOML and
+# JSON nesting checks, which must agree with their decoders on depth;
+# FUZZTIME=10m for a longer run.
 FUZZTIME ?= 60s
 fuzz:
 	$(GO) test ./gen -run '^$$' -fuzz '^FuzzLoadValidate$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./runtime/nesting -run '^$$' -fuzz '^FuzzTOMLNesting$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./runtime/nesting -run '^$$' -fuzz '^FuzzJSONDepth$$' -fuzztime $(FUZZTIME)
 
 clean:
 	rm -rf $(CACHE)

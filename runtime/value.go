@@ -4,19 +4,27 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/kilnworks/kiln/runtime/nesting"
 )
 
 // Values flowing through a run are plain JSON trees: nil, bool, string,
 // json.Number, []any and map[string]any. Numbers stay json.Number so their
 // text survives (1.0 stays 1.0, big integers keep every digit).
 
-// DecodeJSON parses JSON into a value tree with json.Number numbers.
+// DecodeJSON parses JSON into a value tree with json.Number numbers. It
+// refuses values nested deeper than nesting.MaxDepth before decoding:
+// every consumer of a value tree walks it recursively.
 func DecodeJSON(data []byte) (any, error) {
+	if err := nesting.JSON(data); err != nil {
+		return nil, err
+	}
 	sd, _ := streamDecoders.Get().(*streamDecoder)
 	if sd == nil {
 		sd = &streamDecoder{}
@@ -26,8 +34,12 @@ func DecodeJSON(data []byte) (any, error) {
 	sd.src.Reset(data)
 	var v any
 	err := sd.dec.Decode(&v)
-	if err == nil && sd.dec.More() {
-		err = fmt.Errorf("invalid JSON: trailing data after the value")
+	if err == nil {
+		// Only the end of the input may follow. (More would let a stray
+		// ']' or '}' through and leave it buffered for the next input.)
+		if _, terr := sd.dec.Token(); terr != io.EOF {
+			err = fmt.Errorf("invalid JSON: trailing data after the value")
+		}
 	}
 	sd.src.Reset(nil)
 	if err != nil {

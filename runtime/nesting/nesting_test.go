@@ -197,18 +197,16 @@ func TestTOMLKeyPaths(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cost := keyPathCost(t, data); cost > MaxKeyPaths/64 {
+		if cost := keyPathCost(data); cost > MaxKeyPaths/64 {
 			t.Errorf("%s: key paths cost %d, within 64 times the limit", p, cost)
 		}
 	}
 }
 
-// keyPathCost is the cost of doc's key paths.
-func keyPathCost(t *testing.T, doc []byte) int {
-	cost, err := scanTOML(doc, math.MaxInt)
-	if err != nil {
-		t.Fatal(err)
-	}
+// keyPathCost is the cost of doc's key paths (up to where it nests too
+// deep, for the hostile samples).
+func keyPathCost(doc []byte) int {
+	cost, _ := scanTOML(doc, math.MaxInt)
 	return cost
 }
 
