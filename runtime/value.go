@@ -53,9 +53,9 @@ func DecodeJSON(data []byte) (any, error) {
 
 // streamDecoder is a json.Decoder kept for the next DecodeJSON call (the
 // HTTP serve path decodes a body per request). A decoder reads a stream
-// of values: once a value was decoded and More found its input at an
-// end, the next input is one more value of that stream, read through the
-// same buffer. The value's trailing white space, if any, stays in front
+// of values: once a value was decoded and the next token was the end of
+// its input, the next input is one more value of that stream, read
+// through the same buffer. The value's trailing white space, if any, stays in front
 // of the next one, which JSON allows.
 type streamDecoder struct {
 	src bytes.Reader
