@@ -1,10 +1,15 @@
 // Package shell is the shell family: the shell_run node spawns one local
 // binary with argv-style arguments. There is no shell and no PATH lookup:
 // the command is an absolute literal, resolved through symlinks before the
-// policy check (so a link cannot smuggle in an unlisted binary), run with
-// an environment cleared to a fixed PATH and LANG, stdin closed, stdout and
-// stderr capped at 64 KiB each, and killed with its whole process group by
-// SIGKILL at timeout_secs (default 30) or the run deadline.
+// policy check (so a link cannot smuggle in an unlisted binary), then
+// opened beneath its allowlist root and confirmed, and the descriptor is
+// what runs (exec of /proc/self/fd/N), so the file checked is the file
+// executed. It runs with an environment cleared to a fixed PATH and LANG
+// plus KILN_IDEMPOTENCY_KEY, stdin closed, stdout and stderr capped at
+// 64 KiB each, under a supervisor (supervisor.go) in its own process
+// group: the whole group is killed by SIGKILL when the command ends, at
+// timeout_secs (default 30), at the run deadline or cancel, and when the
+// kiln process itself dies, even by SIGKILL.
 package shell
 
 import (
@@ -12,13 +17,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os/exec"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/kilnworks/kiln/capabilities/internal/beneath"
 	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/runtime/policy"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
@@ -29,7 +39,8 @@ const (
 	DefaultTimeout = 30 * time.Second
 )
 
-// Env is the whole environment of a spawned command.
+// Env is the environment of a spawned command; KILN_IDEMPOTENCY_KEY (see
+// runtime.Call.IdempotencyKey) is added to it.
 var Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}
 
 func init() {
@@ -62,14 +73,23 @@ func prepare(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) {
 		if err != nil {
 			return runtime.Result{}, c.Errorf(runtime.ClassTool, "command %s cannot be resolved: %v", c.Node.Command, errors.Unwrap(err))
 		}
-		resolved, err = c.Run.Policy().ShellResolve(resolved)
+		pol := c.Run.Policy()
+		resolved, root, err := pol.ShellTarget(resolved)
 		if err != nil {
 			return runtime.Result{}, err
 		}
 		if c.DryRun() {
 			return runtime.Next(map[string]any{"command": c.Node.Command, "args": args, "dry_run": true}), nil
 		}
-		return spawn(ctx, c, resolved, args, timeout)
+		exe, err := openCommand(pol, resolved, root)
+		if err != nil {
+			if policy.IsDenial(err) {
+				return runtime.Result{}, err
+			}
+			return runtime.Result{}, c.Errorf(runtime.ClassTool, "command %s: %v", c.Node.Command, err)
+		}
+		defer exe.Close()
+		return spawn(ctx, c, exe, args, timeout)
 	}, nil
 }
 
@@ -101,34 +121,60 @@ func argsOf(c *runtime.Call) ([]string, error) {
 	return args, nil
 }
 
-func spawn(ctx context.Context, c *runtime.Call, resolved string, args []string, timeout time.Duration) (runtime.Result, error) {
+// openCommand opens the command resolved beneath its allowlist root with
+// O_PATH (nothing is read, nothing runs) and confirms the object it opened
+// with the policy. The descriptor is what gets executed: a path swapped
+// for a symlink after the check cannot change the file that runs. (An
+// fstat comparison with the checked inode would not do: exec by name
+// resolves the path again after the comparison.)
+func openCommand(pol *policy.Policy, resolved, root string) (*os.File, error) {
+	rootfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(rootfd)
+	rel, err := filepath.Rel(root, resolved)
+	if err != nil {
+		return nil, err
+	}
+	fd, err := beneath.Open(rootfd, rel, unix.O_PATH)
+	if errors.Is(err, beneath.ErrOutside) {
+		return nil, &policy.Denial{What: "shell.run", Target: resolved, Reason: "a symlink or '..' on the way leads outside the allowlist root"}
+	}
+	if err != nil {
+		return nil, err
+	}
+	exe := os.NewFile(uintptr(fd), resolved)
+	real, err := beneath.Path(fd)
+	if err == nil {
+		err = pol.ShellConfirm(real)
+	}
+	var st unix.Stat_t
+	if err == nil {
+		err = unix.Fstat(fd, &st)
+	}
+	if err == nil && st.Mode&unix.S_IFMT != unix.S_IFREG {
+		err = errors.New("not a regular file")
+	}
+	if err != nil {
+		exe.Close()
+		return nil, err
+	}
+	return exe, nil
+}
+
+func spawn(ctx context.Context, c *runtime.Call, exe *os.File, args []string, timeout time.Duration) (runtime.Result, error) {
 	nodeCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := exec.CommandContext(nodeCtx, resolved, args...)
-	cmd.Args[0] = c.Node.Command
-	cmd.Env = Env
-	cmd.Stdin = nil // /dev/null: stdin is closed to the child
 	stdout, stderr := &capped{}, &capped{}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	// Own process group, so the kill reaches grandchildren too.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	// A grandchild holding the pipes open must not hang the node.
-	cmd.WaitDelay = time.Second
-
 	start := time.Now()
-	err := cmd.Run()
+	res, err := supervise(nodeCtx, exe, append([]string{c.Node.Command}, args...),
+		append(slices.Clone(Env), "KILN_IDEMPOTENCY_KEY="+c.IdempotencyKey()), stdout, stderr)
 	elapsed := time.Since(start)
-	timedOut := nodeCtx.Err() != nil
-	if timedOut {
-		// Whatever the child did, make sure its group is gone.
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	}
-
-	var exitErr *exec.ExitError
-	if err != nil && !errors.As(err, &exitErr) && !errors.Is(err, exec.ErrWaitDelay) {
+	if err != nil {
 		return runtime.Result{}, c.Errorf(runtime.ClassTool, "start %s: %v", c.Node.Command, err)
 	}
+	timedOut := nodeCtx.Err() != nil
 	if timedOut && ctx.Err() != nil {
 		// The run deadline, not the node's own timeout: the run is over.
 		return runtime.Result{}, c.Errorf(runtime.ClassTimeout, "run deadline reached while %s ran; killed", c.Node.Command)
@@ -136,14 +182,12 @@ func spawn(ctx context.Context, c *runtime.Call, resolved string, args []string,
 
 	var exitCode, signal any // null unless known
 	failed := true
-	if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
-		switch {
-		case st.Signaled():
-			signal = signalName(st.Signal())
-		case st.Exited():
-			exitCode = st.ExitStatus()
-			failed = st.ExitStatus() != 0
-		}
+	switch {
+	case res.signal != 0:
+		signal = signalName(res.signal)
+	case res.exited:
+		exitCode = res.code
+		failed = res.code != 0
 	}
 	out := map[string]any{
 		"command":     c.Node.Command,

@@ -103,10 +103,11 @@ func TestNonZeroExitRoutesErrorBranch(t *testing.T) {
 func TestEnvironmentClearedAndStdinClosed(t *testing.T) {
 	t.Setenv("KILN_SHELL_TEST_SECRET", "must-not-leak")
 	p := program(t, node("/bin/sh", ""))
-	_, out := runIt(t, p, []any{"-c", "env | sort; cat; echo stdin-closed"}, runtime.RunOptions{})
-	want := "LANG=C.UTF-8\nPATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\nPWD="
+	rep, out := runIt(t, p, []any{"-c", "env | sort; cat; echo stdin-closed"}, runtime.RunOptions{})
+	want := "KILN_IDEMPOTENCY_KEY=" + idempotencyKey(rep.ExecutionID, "run") +
+		"\nLANG=C.UTF-8\nPATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\nPWD="
 	if s := out["stdout"].(string); !strings.HasPrefix(s, want) || strings.Contains(s, "must-not-leak") ||
-		!strings.HasSuffix(s, "stdin-closed\n") || strings.Count(s, "=") != 3 {
+		!strings.HasSuffix(s, "stdin-closed\n") || strings.Count(s, "=") != 4 {
 		t.Fatalf("stdout %q", s)
 	}
 }
