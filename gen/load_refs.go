@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/kilnworks/kiln/capabilities/spec/all"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
@@ -229,28 +230,21 @@ func (l *loader) loadRefs(wf *workflow.Workflow, dir string, depth int) {
 // childPaths lists the child workflow paths wf declares, in order, once.
 func childPaths(wf *workflow.Workflow) []string {
 	var out []string
-	for _, n := range wf.Nodes {
-		switch n.Type {
-		case "call", "map":
-			out = append(out, n.Workflow)
-		case "parallel":
-			for _, b := range n.Branches {
-				out = append(out, b.Workflow)
-			}
-		}
+	for i := range wf.Nodes {
+		out = append(out, nodeChildPaths(&wf.Nodes[i])...)
 	}
 	return uniqueNonEmpty(out)
 }
 
 // assetPaths lists the files wf declares that are read at load time:
-// output and input schemas, prompt files and JWKS files.
+// the files its nodes' kinds declare (output schemas, prompt files),
+// input schemas and JWKS files.
 func assetPaths(wf *workflow.Workflow) []string {
 	var out []string
-	for _, n := range wf.Nodes {
-		if n.OutputSchema != "" && n.OutputSchema != inlineSchema {
-			out = append(out, n.OutputSchema)
+	for i := range wf.Nodes {
+		if kind, ok := all.Kind(wf.Nodes[i].Type); ok && kind.Files != nil {
+			out = append(out, kind.Files(&wf.Nodes[i])...)
 		}
-		out = append(out, n.PromptFile)
 	}
 	for _, r := range wf.HTTPRoutes {
 		out = append(out, r.InputSchema)
@@ -262,9 +256,6 @@ func assetPaths(wf *workflow.Workflow) []string {
 	}
 	return uniqueNonEmpty(out)
 }
-
-// inlineSchema as output_schema means "the answer must be JSON", no file.
-const inlineSchema = "inline"
 
 func uniqueNonEmpty(in []string) []string {
 	seen := map[string]bool{}

@@ -4,9 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"reflect"
 	"strings"
 
+	"github.com/kilnworks/kiln/capabilities/spec"
+	"github.com/kilnworks/kiln/capabilities/spec/all"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
@@ -14,10 +15,7 @@ import (
 // Issue is one validation finding. Codes are stable snake_case strings
 // (docs/validation-codes.md); messages name the node id and kind, route,
 // trigger or table concerned.
-type Issue struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
+type Issue = spec.Issue
 
 // ValidationError lists every issue of a well-formed but invalid workflow.
 // `kiln` exits 5 on it.
@@ -133,11 +131,10 @@ type checker struct {
 	tree   *tree
 	issues []Issue
 
-	nodes    map[string]*workflow.Node // first declaration of each id
-	starts   map[string]*workflow.StartNode
-	secrets  map[string]bool
-	servers  map[string]bool // MCP servers
-	backends map[string]bool
+	nodes  map[string]*workflow.Node // first declaration of each id
+	starts map[string]*workflow.StartNode
+	// ctx is what the families' checks see of this workflow.
+	ctx spec.Context
 	// childDone marks child paths whose own issues were already reported.
 	childDone map[string]bool
 }
@@ -147,11 +144,9 @@ func newChecker(wf *workflow.Workflow, t *tree) *checker {
 		wf: wf, tree: t,
 		nodes:     map[string]*workflow.Node{},
 		starts:    map[string]*workflow.StartNode{},
-		secrets:   map[string]bool{},
-		servers:   map[string]bool{},
-		backends:  map[string]bool{"default": true},
 		childDone: map[string]bool{},
 	}
+	c.ctx = checkContext{c}
 	for i := range wf.Nodes {
 		n := &wf.Nodes[i]
 		if _, dup := c.nodes[n.ID]; !dup && n.ID != "" {
@@ -164,22 +159,19 @@ func newChecker(wf *workflow.Workflow, t *tree) *checker {
 			c.starts[s.Name] = s
 		}
 	}
-	for _, s := range wf.Secrets {
-		c.secrets[s.Name] = true
-	}
-	for _, s := range wf.MCPServers {
-		c.servers[s.Name] = true
-	}
-	if wf.Intelligence != nil {
-		for _, b := range wf.Intelligence.Backends {
-			c.backends[b.Name] = true
-		}
-	}
 	return c
 }
 
 func (c *checker) add(code, format string, args ...any) {
 	c.issues = append(c.issues, Issue{Code: code, Message: fmt.Sprintf(format, args...)})
+}
+
+// addAll adds a family check's issues, their messages prefixed with where
+// (the node, trigger or table concerned).
+func (c *checker) addAll(where string, issues []spec.Issue) {
+	for _, is := range issues {
+		c.add(is.Code, "%s: %s", where, is.Message)
+	}
 }
 
 func (c *checker) run() {
@@ -197,9 +189,7 @@ func (c *checker) run() {
 	c.checkLogging()
 	c.checkSigning()
 	c.checkBudget()
-	c.checkMCPServers()
-	c.checkBackends()
-	c.checkSecrets()
+	c.checkFamilies()
 	c.checkPolicy()
 }
 
@@ -211,136 +201,86 @@ func nodeLabel(n *workflow.Node) string {
 	return fmt.Sprintf("node %q (%s)", n.ID, n.Type)
 }
 
-// asset returns the loaded bytes of a declared file, or reports why it is
-// missing with codes <prefix>_not_found / _unreadable / _not_loaded.
-func (c *checker) asset(where, what, prefix, path string) ([]byte, bool) {
+// asset returns the loaded bytes of a declared file, or issues saying why
+// it is missing, with codes <prefix>_not_found / _unreadable / not_loaded.
+func (c *checker) asset(what, prefix, path string) ([]byte, []spec.Issue) {
 	if data, ok := c.wf.Assets[path]; ok {
-		return data, true
+		return data, nil
 	}
+	var is spec.Issues
 	if f := c.tree.failure(c.wf, path); f != nil {
 		code := prefix + "_unreadable"
 		if errors.Is(f.err, fs.ErrNotExist) {
 			code = prefix + "_not_found"
 		}
-		c.add(code, "%s: %s %q: %s", where, what, path, readErrText(f.err))
-		return nil, false
+		is.Add(code, "%s %q: %s", what, path, readErrText(f.err))
+		return nil, is
 	}
-	c.add("not_loaded", "%s: %s %q was not loaded (load the workflow with gen.Load)", where, what, path)
-	return nil, false
+	return nil, spec.NotLoaded(what, path)
 }
 
-// checkChild reports load failures and the issues of a child workflow
-// declared by n as path; start, when set, must exist in the child.
-func (c *checker) checkChild(n *workflow.Node, path, start string) {
-	where := nodeLabel(n)
-	if path == "" {
-		return // reported as missing_field
-	}
+// child reports load failures and the issues of a child workflow declared
+// as path; start, when set, must exist in the child. A child's own issues
+// are reported once, at its first declaration.
+func (c *checker) child(path, start string) []spec.Issue {
+	var is spec.Issues
 	child, ok := c.wf.Children[path]
 	if !ok || child == nil {
 		if c.childDone[path] {
-			return
+			return nil
 		}
 		c.childDone[path] = true
 		if f := c.tree.failure(c.wf, path); f != nil {
-			c.add("child_"+f.kind, "%s: child workflow %q: %s", where, path, f.err)
-			return
+			is.Add("child_"+f.kind, "child workflow %q: %s", path, f.err)
+			return is
 		}
-		c.add("not_loaded", "%s: child workflow %q was not loaded (load the workflow with gen.Load)", where, path)
-		return
+		is.Add("not_loaded", "child workflow %q was not loaded (load the workflow with gen.Load)", path)
+		return is
 	}
-	if start != "" && !hasStart(child, start) {
-		c.add("unknown_child_start", "%s: start %q is neither a start node nor a node of child workflow %q", where, start, path)
-	}
+	is = append(is, spec.ChildStart(child, path, start)...)
 	if c.childDone[path] {
-		return
+		return is
 	}
 	c.childDone[path] = true
 	if c.tree.active[child] {
-		c.add("child_cycle", "%s: child workflow %q calls back into a workflow that calls it", where, path)
-		return
+		is.Add("child_cycle", "child workflow %q calls back into a workflow that calls it", path)
+		return is
 	}
-	for _, is := range c.tree.validate(child) {
-		c.add(is.Code, "%s: child workflow %q: %s", where, path, is.Message)
+	for _, ci := range c.tree.validate(child) {
+		is.Add(ci.Code, "child workflow %q: %s", path, ci.Message)
 	}
+	return is
 }
 
-func hasStart(wf *workflow.Workflow, start string) bool {
-	for _, s := range wf.StartNodes {
-		if s.Name == start {
-			return true
-		}
-	}
-	for _, n := range wf.Nodes {
-		if n.ID == start {
-			return true // compatibility: a start may name a node id
-		}
-	}
-	return false
+// checkContext is the spec.Context of a workflow being validated: files
+// and children come with the loader's reasons for any that failed.
+type checkContext struct{ c *checker }
+
+func (x checkContext) Workflow() *workflow.Workflow { return x.c.wf }
+
+func (x checkContext) File(key, path string) ([]byte, []spec.Issue) {
+	return x.c.asset(key, "file", path)
 }
+
+func (x checkContext) Schema(key, path string) []spec.Issue {
+	data, issues := x.c.asset(key, "schema", path)
+	if issues != nil {
+		return issues
+	}
+	return schemaIssues(key, path, data)
+}
+
+func (x checkContext) Child(path, start string) []spec.Issue { return x.c.child(path, start) }
 
 // nodeChildPaths lists the child workflow paths one node declares.
 func nodeChildPaths(n *workflow.Node) []string {
-	switch n.Type {
-	case "call", "map":
-		return uniqueNonEmpty([]string{n.Workflow})
-	case "parallel":
-		var out []string
-		for _, b := range n.Branches {
-			out = append(out, b.Workflow)
-		}
-		return uniqueNonEmpty(out)
-	}
-	return nil
-}
-
-// setKeys lists the TOML keys of a struct value that hold a non-zero
-// value, in declaration order: how the validator tells which fields an
-// author wrote.
-func setKeys(v any) []string {
-	rv := reflect.ValueOf(v)
-	for rv.Kind() == reflect.Pointer {
-		rv = rv.Elem()
+	kind, ok := all.Kind(n.Type)
+	if !ok || kind.Children == nil {
+		return nil
 	}
 	var out []string
-	t := rv.Type()
-	for i := range t.NumField() {
-		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
-		if name == "" || name == "-" || !f.IsExported() {
-			continue
-		}
-		if !rv.Field(i).IsZero() {
-			out = append(out, name)
-		}
+	for _, ch := range kind.Children(n) {
+		out = append(out, ch.Path)
 	}
-	return out
-}
-
-// checkFields reports missing required keys and keys that do not belong,
-// for a struct whose kind (node type, trigger type, secret source) decides
-// which keys apply. common keys are always allowed.
-func (c *checker) checkFields(where string, v any, required, optional, common []string) {
-	allowed := map[string]bool{}
-	for _, k := range required {
-		allowed[k] = true
-	}
-	for _, k := range optional {
-		allowed[k] = true
-	}
-	for _, k := range common {
-		allowed[k] = true
-	}
-	set := map[string]bool{}
-	for _, k := range setKeys(v) {
-		set[k] = true
-		if !allowed[k] {
-			c.add("field_not_allowed", "%s: %s does not apply here", where, k)
-		}
-	}
-	for _, k := range required {
-		if !set[k] {
-			c.add("missing_field", "%s: %s is required", where, k)
-		}
-	}
+	return uniqueNonEmpty(out)
 }

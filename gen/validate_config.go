@@ -1,14 +1,16 @@
 package gen
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
-	"net/url"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
+	"github.com/kilnworks/kiln/capabilities/spec"
+	"github.com/kilnworks/kiln/capabilities/spec/all"
+	"github.com/kilnworks/kiln/capabilities/spec/rules"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
@@ -18,30 +20,8 @@ var (
 	reservedRoutes = map[string]bool{"/healthz": true, "/metrics": true, "/.well-known/kiln": true, "/v1/agents": true}
 	capabilityRe   = regexp.MustCompile(`^[a-z0-9_-]+(\.[a-z0-9_-]+)*$`)
 	bindingNameRe  = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
-	oidcAlgorithms = map[string]bool{
-		"RS256": true, "RS384": true, "RS512": true, "PS256": true, "PS384": true, "PS512": true,
-		"ES256": true, "ES384": true, "ES512": true, "EdDSA": true,
-	}
-	backendProviders = map[string]bool{"anthropic": true, "openai": true, "gemini": true, "openai-compatible": true}
-	fsEvents         = map[string]bool{"create": true, "modify": true, "remove": true, "rename": true}
+	httpMethodRe   = regexp.MustCompile(`^[A-Z]+$`)
 )
-
-var triggerSpecs = map[string]kindSpec{
-	"cron":                 {required: []string{"schedule", "start_node"}},
-	"interval":             {required: []string{"every", "start_node"}},
-	"fs_watch":             {required: []string{"path", "start_node"}, optional: []string{"recursive", "events", "debounce_ms"}},
-	"mcp.resource.updated": {required: []string{"server", "resource", "start_node"}},
-	"mcp.resource.created": {required: []string{"server", "resource", "start_node"}},
-	"internal.event":       {required: []string{"name", "start_node"}},
-}
-
-var secretSpecs = map[string]kindSpec{
-	"env":     {required: []string{"var"}},
-	"file":    {required: []string{"path"}, optional: []string{"trim"}},
-	"command": {required: []string{"argv"}},
-	"oauth2": {required: []string{"token_url", "client_id_env", "client_secret_env"},
-		optional: []string{"scopes", "extra_params", "auth_style", "skew_secs"}},
-}
 
 func (c *checker) checkCapabilities() {
 	seen := map[string]bool{}
@@ -92,7 +72,7 @@ func (c *checker) checkRoutes() {
 				c.add("invalid_rate_limit", "%s: rate_limit.per_second must be a positive number, got %v", where, rl.PerSecond)
 			}
 		}
-		if k := r.IdempotencyKey; k != "" && k != "body_sha256" && !validContextPath(k) {
+		if k := r.IdempotencyKey; k != "" && k != "body_sha256" && !spec.ValidPath(k) {
 			c.add("invalid_idempotency_key", "%s: idempotency_key %q must be a dotted payload path or \"body_sha256\"", where, k)
 		}
 		if r.IdempotencyTTLSecs != nil {
@@ -103,9 +83,7 @@ func (c *checker) checkRoutes() {
 			}
 		}
 		if r.InputSchema != "" {
-			if data, ok := c.asset(where, "input_schema", "schema", r.InputSchema); ok {
-				c.checkSchema(where, "input_schema", r.InputSchema, data)
-			}
+			c.addAll(where, c.ctx.Schema("input_schema", r.InputSchema))
 		}
 	}
 }
@@ -121,48 +99,50 @@ func (c *checker) checkStartRef(where, name string) {
 	}
 }
 
-// checkAuthRef checks a route's auth reference: none | bearer[:n] |
-// basic[:n] | hmac[:n] | oidc:n | mtls. A bare kind means binding "default".
+// checkAuthRef checks a route's auth reference: none, or an auth kind a
+// family declares (capabilities/<family>/spec), with a binding name unless
+// the kind takes none. A bare kind means binding "default".
 func (c *checker) checkAuthRef(where, ref string) {
 	if ref == "" || ref == "none" {
 		return
 	}
-	if ref == "mtls" {
-		tls := c.serverTLS()
-		if tls == nil || tls.ClientAuth == nil || tls.ClientAuth.Mode != "required" {
-			c.add("mtls_requires_client_auth", "%s: auth = \"mtls\" requires [server.tls.client_auth] mode = \"required\"", where)
-		}
+	kind, name, hasName := strings.Cut(ref, ":")
+	a, ok := all.Auth(kind)
+	if ok && a.Bindings == nil && !hasName {
+		c.addAll(where, a.Route(c.wf))
 		return
 	}
-	kind, name, hasName := strings.Cut(ref, ":")
 	if !hasName {
 		name = "default"
 	}
-	if name == "" || !bindingNameRe.MatchString(name) || (kind == "oidc" && !hasName) {
-		c.add("invalid_auth_ref", "%s: auth %q must be none, bearer[:name], basic[:name], hmac[:name], oidc:name or mtls", where, ref)
+	if !ok || a.Bindings == nil || name == "" || !bindingNameRe.MatchString(name) || (a.NamedOnly && !hasName) {
+		c.add("invalid_auth_ref", "%s: auth %q must be %s", where, ref, authForms())
 		return
 	}
-	a := c.wf.Auth
-	if a == nil {
-		a = &workflow.Auth{}
+	binds := []string(nil)
+	if c.wf.Auth != nil {
+		binds = a.Bindings(c.wf.Auth)
 	}
-	var exists bool
-	switch kind {
-	case "bearer":
-		_, exists = a.Bearer[name]
-	case "basic":
-		_, exists = a.Basic[name]
-	case "hmac":
-		_, exists = a.HMAC[name]
-	case "oidc":
-		_, exists = a.OIDC[name]
-	default:
-		c.add("invalid_auth_ref", "%s: auth %q must be none, bearer[:name], basic[:name], hmac[:name], oidc:name or mtls", where, ref)
-		return
-	}
-	if !exists {
+	if !slices.Contains(binds, name) {
 		c.add("unknown_auth_binding", "%s: auth %q needs an [auth.%s.%s] binding", where, ref, kind, name)
 	}
+}
+
+// authForms lists how a route may name its auth: none, then each declared
+// kind as kind (no binding), kind:name or kind[:name].
+func authForms() string {
+	forms := []string{"none"}
+	for _, a := range all.Auths() {
+		switch {
+		case a.Bindings == nil:
+			forms = append(forms, a.Name)
+		case a.NamedOnly:
+			forms = append(forms, a.Name+":name")
+		default:
+			forms = append(forms, a.Name+"[:name]")
+		}
+	}
+	return strings.Join(forms[:len(forms)-1], ", ") + " or " + forms[len(forms)-1]
 }
 
 func (c *checker) serverTLS() *workflow.TLS {
@@ -172,187 +152,54 @@ func (c *checker) serverTLS() *workflow.TLS {
 	return c.wf.Server.TLS
 }
 
+// checkTriggers checks each trigger against its type's declaration: keys
+// that do not belong, its start node, then the type's own Check.
 func (c *checker) checkTriggers() {
 	for i := range c.wf.Triggers {
 		t := &c.wf.Triggers[i]
 		where := fmt.Sprintf("triggers[%d] (%s)", i, t.Type)
-		spec, ok := triggerSpecs[t.Type]
+		tr, ok := all.Trigger(t.Type)
 		if !ok {
 			if t.Type == "" {
 				c.add("missing_field", "%s: type is required", where)
 			} else {
-				c.add("unknown_trigger_type", "%s: unknown trigger type %q (known: cron, interval, fs_watch, mcp.resource.updated, mcp.resource.created, internal.event)", where, t.Type)
+				c.add("unknown_trigger_type", "%s: unknown trigger type %q (known: %s)", where, t.Type, strings.Join(all.Triggers(), ", "))
 			}
 			continue
 		}
-		c.checkFields(where, t, spec.required, spec.optional, []string{"type"})
-		if t.StartNode != "" && c.starts[t.StartNode] == nil {
-			c.add("unknown_start_node", "%s: start_node %q is not declared in [[start_nodes]]", where, t.StartNode)
-		}
-		switch t.Type {
-		case "cron":
-			if t.Schedule != "" {
-				if err := parseCron(t.Schedule); err != nil {
-					c.add("invalid_cron", "%s: schedule %q: %v", where, t.Schedule, err)
-				}
-			}
-		case "interval":
-			if t.Every != "" {
-				if _, err := parseInterval(t.Every); err != nil {
-					c.add("invalid_interval", "%s: every %q: %v", where, t.Every, err)
-				}
-			}
-		case "fs_watch":
-			seen := map[string]bool{}
-			for _, ev := range t.Events {
-				switch {
-				case !fsEvents[ev]:
-					c.add("invalid_fs_events", "%s: event %q must be one of create, modify, remove, rename", where, ev)
-				case seen[ev]:
-					c.add("invalid_fs_events", "%s: event %q is listed twice", where, ev)
-				}
-				seen[ev] = true
-			}
-			if t.DebounceMS != nil && *t.DebounceMS < 0 {
-				c.add("out_of_range", "%s: debounce_ms must not be negative, got %d", where, *t.DebounceMS)
-			}
-		case "mcp.resource.updated", "mcp.resource.created":
-			if t.Server != "" && !c.servers[t.Server] {
-				c.add("unknown_mcp_server", "%s: server %q is not declared in [[mcp_servers]]", where, t.Server)
-			}
-		}
+		c.addAll(where, spec.NotAllowed(t, tr.Keys, "type", "start_node"))
+		c.checkStartRef(where, t.StartNode)
+		c.addAll(where, tr.Check(t, c.ctx))
 	}
 }
 
+// checkAuth checks every [auth.<kind>.<name>] binding with its kind's
+// declaration.
 func (c *checker) checkAuth() {
-	a := c.wf.Auth
-	if a == nil {
+	if c.wf.Auth == nil {
 		return
 	}
-	bad := func(where, format string, args ...any) {
-		c.add("invalid_auth_binding", where+": "+format, args...)
-	}
-	checkName := func(where, name string) {
-		if !bindingNameRe.MatchString(name) {
-			bad(where, "binding name must be letters, digits, _ or -")
+	for _, a := range all.Auths() {
+		if a.Bindings == nil {
+			continue
 		}
-	}
-	for _, name := range runtime.SortedKeys(a.Bearer) {
-		b, where := a.Bearer[name], fmt.Sprintf("[auth.bearer.%s]", name)
-		checkName(where, name)
-		c.checkOneSource(where, "tokens_env, tokens_secret or tokens", b.TokensEnv, b.TokensSecret, b.Tokens != nil)
-		c.checkEnvName(where, "tokens_env", b.TokensEnv)
-		c.checkSecretRef(where, "tokens_secret", b.TokensSecret)
-		for _, tok := range b.Tokens {
-			if tok == "" {
-				bad(where, "tokens must not hold an empty token")
+		for _, name := range a.Bindings(c.wf.Auth) {
+			where := fmt.Sprintf("[auth.%s.%s]", a.Name, name)
+			if !bindingNameRe.MatchString(name) {
+				c.add("invalid_auth_binding", "%s: binding name must be letters, digits, _ or -", where)
 			}
-		}
-	}
-	for _, name := range runtime.SortedKeys(a.Basic) {
-		b, where := a.Basic[name], fmt.Sprintf("[auth.basic.%s]", name)
-		checkName(where, name)
-		c.checkOneSource(where, "credentials_env, credentials_secret or credentials", b.CredentialsEnv, b.CredentialsSecret, b.Credentials != nil)
-		c.checkEnvName(where, "credentials_env", b.CredentialsEnv)
-		c.checkSecretRef(where, "credentials_secret", b.CredentialsSecret)
-		for i, cred := range b.Credentials {
-			if user, _, ok := strings.Cut(cred, ":"); !ok || user == "" {
-				bad(where, "credentials[%d] must be user:password", i)
-			}
-		}
-	}
-	for _, name := range runtime.SortedKeys(a.HMAC) {
-		h, where := a.HMAC[name], fmt.Sprintf("[auth.hmac.%s]", name)
-		checkName(where, name)
-		c.checkOneSource(where, "secret_env, secret_name or secret", h.SecretEnv, h.SecretName, h.Secret != "")
-		c.checkEnvName(where, "secret_env", h.SecretEnv)
-		c.checkSecretRef(where, "secret_name", h.SecretName)
-		for _, hdr := range []struct{ key, val string }{{"header", h.Header}, {"timestamp_header", h.TimestampHeader}} {
-			if hdr.val != "" && !headerNameRe.MatchString(hdr.val) {
-				bad(where, "%s %q is not a valid HTTP field name", hdr.key, hdr.val)
-			}
-		}
-		if h.ToleranceSecs != nil {
-			if h.TimestampHeader == "" {
-				bad(where, "tolerance_secs needs timestamp_header")
-			} else if *h.ToleranceSecs < 1 {
-				bad(where, "tolerance_secs must be at least 1, got %d", *h.ToleranceSecs)
-			}
-		}
-	}
-	for _, name := range runtime.SortedKeys(a.OIDC) {
-		o, where := a.OIDC[name], fmt.Sprintf("[auth.oidc.%s]", name)
-		checkName(where, name)
-		if o.Issuer == "" {
-			c.add("missing_field", "%s: issuer is required", where)
-		} else if !isHTTPURL(o.Issuer) {
-			bad(where, "issuer %q must be an http(s) URL", o.Issuer)
-		}
-		if o.Audience == "" {
-			c.add("missing_field", "%s: audience is required", where)
-		}
-		switch {
-		case o.JWKSFile == "" && o.JWKSJSON == "":
-			c.add("missing_field", "%s: jwks_file or jwks_json is required", where)
-		case o.JWKSFile != "" && o.JWKSJSON != "":
-			c.add("field_conflict", "%s: set jwks_file or jwks_json, not both", where)
-		case o.JWKSJSON != "":
-			c.checkJWKS(where, "jwks_json", []byte(o.JWKSJSON))
-		default:
-			if data, ok := c.asset(where, "jwks_file", "file", o.JWKSFile); ok {
-				c.checkJWKS(where, "jwks_file "+o.JWKSFile, data)
-			}
-		}
-		for _, alg := range o.Algorithms {
-			if !oidcAlgorithms[alg] {
-				bad(where, "algorithm %q is not supported (RS256/384/512, PS256/384/512, ES256/384/512, EdDSA)", alg)
-			}
-		}
-		if o.ClockSkewSecs != nil && *o.ClockSkewSecs < 0 {
-			bad(where, "clock_skew_secs must not be negative, got %d", *o.ClockSkewSecs)
-		}
-		for _, s := range o.SubjectAllowlist {
-			if s == "" {
-				bad(where, "subject_allowlist must not hold an empty subject")
-			}
+			c.addAll(where, a.Check(c.wf.Auth, name, c.ctx))
 		}
 	}
 }
 
-// checkOneSource: exactly one way to obtain a credential set.
-func (c *checker) checkOneSource(where, names string, env, secret string, literal bool) {
-	n := 0
-	for _, set := range []bool{env != "", secret != "", literal} {
-		if set {
-			n++
+// checkFamilies runs each family's check of the workflow-level tables it
+// owns ([[mcp_servers]], [[intelligence.backends]], [[secrets]]).
+func (c *checker) checkFamilies() {
+	for _, f := range all.Families() {
+		if f.Check != nil {
+			c.issues = append(c.issues, f.Check(c.wf, c.ctx)...)
 		}
-	}
-	switch {
-	case n == 0:
-		c.add("invalid_auth_binding", "%s: one of %s is required", where, names)
-	case n > 1:
-		c.add("invalid_auth_binding", "%s: set only one of %s", where, names)
-	}
-}
-
-func (c *checker) checkEnvName(where, key, name string) {
-	if name != "" && !envKeyRe.MatchString(name) {
-		c.add("invalid_env_key", "%s: %s %q is not an environment variable name", where, key, name)
-	}
-}
-
-func (c *checker) checkSecretRef(where, key, name string) {
-	if name != "" && !c.secrets[name] {
-		c.add("unknown_secret", "%s: %s %q is not declared in [[secrets]]", where, key, name)
-	}
-}
-
-func (c *checker) checkJWKS(where, what string, data []byte) {
-	var set struct {
-		Keys []json.RawMessage `json:"keys"`
-	}
-	if err := json.Unmarshal(data, &set); err != nil || len(set.Keys) == 0 {
-		c.add("invalid_auth_binding", "%s: %s must be a JSON Web Key Set with a non-empty \"keys\" array", where, what)
 	}
 }
 
@@ -407,7 +254,7 @@ func (c *checker) checkLogging() {
 		bad("[logging]: rotation %q must be never, minutely, hourly or daily", l.Rotation)
 	}
 	if o := l.OTel; o != nil {
-		if o.Endpoint != "" && !isHTTPURL(o.Endpoint) {
+		if o.Endpoint != "" && !rules.HTTPURL(o.Endpoint) {
 			bad("[logging.otel]: endpoint %q must be an http(s) URL", o.Endpoint)
 		}
 		if o.Protocol != "" && o.Protocol != "grpc" && o.Protocol != "http/protobuf" && o.Protocol != "http/json" {
@@ -463,118 +310,6 @@ func (c *checker) checkBudget() {
 	}
 }
 
-func (c *checker) checkMCPServers() {
-	seen := map[string]bool{}
-	for i, s := range c.wf.MCPServers {
-		where := fmt.Sprintf("mcp server %q", s.Name)
-		if s.Name == "" {
-			where = fmt.Sprintf("mcp_servers[%d]", i)
-			c.add("missing_field", "%s: name is required", where)
-		} else if seen[s.Name] {
-			c.add("duplicate_mcp_server", "%s: declared more than once", where)
-		}
-		seen[s.Name] = true
-		switch {
-		case len(s.Command) == 0 && s.URL == "":
-			c.add("invalid_mcp_server", "%s: command (stdio) or url (streamable HTTP) is required", where)
-		case len(s.Command) > 0 && s.URL != "":
-			c.add("invalid_mcp_server", "%s: set command or url, not both", where)
-		case len(s.Command) > 0 && strings.TrimSpace(s.Command[0]) == "":
-			c.add("invalid_mcp_server", "%s: command[0] must name a program", where)
-		case s.URL != "" && !isHTTPURL(s.URL):
-			c.add("invalid_mcp_server", "%s: url %q must be an http(s) URL", where, s.URL)
-		}
-		for _, v := range runtime.SortedKeys(s.Env) {
-			c.checkEnvName(where, "env", v)
-			c.checkSecretRef(where, "env."+v, s.Env[v])
-		}
-	}
-}
-
-func (c *checker) checkBackends() {
-	if c.wf.Intelligence == nil {
-		return
-	}
-	seen := map[string]bool{}
-	for i, b := range c.wf.Intelligence.Backends {
-		where := fmt.Sprintf("backend %q", b.Name)
-		if b.Name == "" {
-			where = fmt.Sprintf("intelligence.backends[%d]", i)
-			c.add("missing_field", "%s: name is required", where)
-		} else if seen[b.Name] {
-			c.add("duplicate_backend", "%s: declared more than once", where)
-		}
-		seen[b.Name] = true
-		switch {
-		case b.Provider == "":
-			c.add("missing_field", "%s: provider is required", where)
-		case !backendProviders[b.Provider]:
-			c.add("invalid_backend_provider", "%s: provider %q must be anthropic, openai, gemini or openai-compatible", where, b.Provider)
-		}
-		if b.Model == "" {
-			c.add("missing_field", "%s: model is required", where)
-		}
-		if b.Provider == "openai-compatible" && b.BaseURL == "" {
-			c.add("missing_field", "%s: base_url is required for provider openai-compatible", where)
-		}
-		if b.BaseURL != "" && !isHTTPURL(b.BaseURL) {
-			c.add("invalid_url", "%s: base_url %q must be an http(s) URL", where, b.BaseURL)
-		}
-		c.checkEnvName(where, "api_key_env", b.APIKeyEnv)
-		if b.MaxTokens < 0 {
-			c.add("out_of_range", "%s: max_tokens must not be negative, got %d", where, b.MaxTokens)
-		}
-	}
-}
-
-func (c *checker) checkSecrets() {
-	seen := map[string]bool{}
-	for i := range c.wf.Secrets {
-		s := &c.wf.Secrets[i]
-		where := fmt.Sprintf("secret %q", s.Name)
-		switch {
-		case s.Name == "":
-			where = fmt.Sprintf("secrets[%d]", i)
-			c.add("missing_field", "%s: name is required", where)
-		case !secretNameRe.MatchString(s.Name):
-			c.add("invalid_secret", "%s: name must be letters, digits, _, . or - (starting with a letter or _)", where)
-		case seen[s.Name]:
-			c.add("duplicate_secret", "%s: declared more than once", where)
-		}
-		seen[s.Name] = true
-		spec, ok := secretSpecs[s.Source]
-		if !ok {
-			if s.Source == "" {
-				c.add("missing_field", "%s: source is required (env, file, command or oauth2)", where)
-			} else {
-				c.add("invalid_secret_source", "%s: source %q must be env, file, command or oauth2", where, s.Source)
-			}
-			continue
-		}
-		c.checkFields(where, s, spec.required, spec.optional, []string{"name", "source"})
-		switch s.Source {
-		case "env":
-			c.checkEnvName(where, "var", s.Var)
-		case "command":
-			if len(s.Argv) > 0 && (!filepath.IsAbs(s.Argv[0]) || filepath.Clean(s.Argv[0]) != s.Argv[0]) {
-				c.add("invalid_secret", "%s: argv[0] %q must be a clean absolute path (no PATH lookup, no shell)", where, s.Argv[0])
-			}
-		case "oauth2":
-			if s.TokenURL != "" && !isHTTPURL(s.TokenURL) {
-				c.add("invalid_url", "%s: token_url %q must be an http(s) URL", where, s.TokenURL)
-			}
-			c.checkEnvName(where, "client_id_env", s.ClientIDEnv)
-			c.checkEnvName(where, "client_secret_env", s.ClientSecretEnv)
-			if s.AuthStyle != "" && s.AuthStyle != "body" && s.AuthStyle != "basic" {
-				c.add("invalid_secret", "%s: auth_style %q must be body or basic", where, s.AuthStyle)
-			}
-			if s.SkewSecs != nil && *s.SkewSecs < 0 {
-				c.add("out_of_range", "%s: skew_secs must not be negative, got %d", where, *s.SkewSecs)
-			}
-		}
-	}
-}
-
 func (c *checker) checkPolicy() {
 	p := c.wf.Policy
 	if p == nil {
@@ -617,9 +352,4 @@ func (c *checker) checkPolicy() {
 			}
 		}
 	}
-}
-
-func isHTTPURL(s string) bool {
-	u, err := url.Parse(s)
-	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }

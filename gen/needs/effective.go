@@ -3,9 +3,13 @@ package needs
 import (
 	"fmt"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 
+	"github.com/kilnworks/kiln/capabilities/spec"
+	"github.com/kilnworks/kiln/capabilities/spec/all"
+	"github.com/kilnworks/kiln/capabilities/spec/rules"
 	"github.com/kilnworks/kiln/runtime"
 	rneeds "github.com/kilnworks/kiln/runtime/needs"
 	"github.com/kilnworks/kiln/runtime/policy"
@@ -215,146 +219,40 @@ type derivedNeed struct {
 	ungoverned bool
 }
 
-// derived are the needs the workflow itself states: auth binding secrets,
-// [[secrets]] sources, MCP server env secrets, the [logging.otel]
-// collector host (as family:otel's), and the hosts and paths its policy
-// lets the http client and fs families reach.
+// derived are the needs the workflow tree itself states, as each linked
+// family declares them (capabilities/<family>/spec): auth binding secrets,
+// [[secrets]] sources, MCP servers, openai-compatible backends, the
+// [logging.otel] collector, and the hosts and paths the policy opens.
 func derived(wf *workflow.Workflow, families []string) []derivedNeed {
-	has := map[string]bool{}
-	for _, f := range families {
-		has[f] = true
-	}
 	var out []derivedNeed
-	add := func(class string, n rneeds.Need) {
-		n.Sources = []string{class}
-		out = append(out, derivedNeed{need: n, ungoverned: ungovernedClass(class)})
-	}
-	// addOwn is access the secrets registry performs itself (a secret
-	// file, an OAuth2 token endpoint): the [policy] does not govern it.
-	addOwn := func(class string, n rneeds.Need) {
-		n.Sources = []string{class}
-		out = append(out, derivedNeed{need: n, ungoverned: true})
-	}
 	for _, w := range workflow.Tree(wf) {
-		class := "workflow:" + w.Name
-		if a := w.Auth; a != nil {
-			for _, name := range runtime.SortedKeys(a.Bearer) {
-				if k := a.Bearer[name].TokensEnv; k != "" {
-					add(class, secretNeed(k, "bearer tokens for auth binding "+name, false))
-				}
+		for _, f := range all.Families() {
+			if f.Needs == nil || (f.NeedsIfLinked && !slices.Contains(families, f.ID)) {
+				continue
 			}
-			for _, name := range runtime.SortedKeys(a.Basic) {
-				if k := a.Basic[name].CredentialsEnv; k != "" {
-					add(class, secretNeed(k, "basic credentials for auth binding "+name, false))
+			for _, n := range f.Needs(w) {
+				class := n.Class
+				if class == "" {
+					class = "workflow:" + w.Name
 				}
-			}
-			for _, name := range runtime.SortedKeys(a.HMAC) {
-				if k := a.HMAC[name].SecretEnv; k != "" {
-					add(class, secretNeed(k, "HMAC secret for auth binding "+name, false))
-				}
-			}
-		}
-		for _, s := range w.Secrets {
-			switch s.Source {
-			case "env":
-				add(class, secretNeed(s.Var, "secret "+s.Name, false))
-			case "file":
-				addOwn(class, fsNeed(s.Path, "ro", "secret file for "+s.Name, false))
-			case "oauth2":
-				if s.ClientIDEnv != "" {
-					add(class, secretNeed(s.ClientIDEnv, "OAuth2 client id for "+s.Name, false))
-				}
-				if s.ClientSecretEnv != "" {
-					add(class, secretNeed(s.ClientSecretEnv, "OAuth2 client secret for "+s.Name, false))
-				}
-				if u, err := url.Parse(s.TokenURL); err == nil && u.Hostname() != "" {
-					addOwn(class, networkNeed(u.Hostname(), false))
-				}
-			}
-		}
-		for _, m := range w.MCPServers {
-			for _, v := range runtime.SortedKeys(m.Env) {
-				add("mcp:"+m.Name, secretNeed(m.Env[v], "secret passed to MCP server "+m.Name+" as "+v, false))
-			}
-			if u, err := url.Parse(m.URL); err == nil && u.Hostname() != "" {
-				add("mcp:"+m.Name, networkNeed(u.Hostname(), false))
-			}
-		}
-		// Built-in providers get their key and host from the catalog
-		// (rewriteProviderNeeds); an openai-compatible server has no
-		// conventional ones, so its backend states them.
-		if w.Intelligence != nil && has["llm"] {
-			for _, b := range w.Intelligence.Backends {
-				if b.Provider != "openai-compatible" {
-					continue
-				}
-				const class = "intelligence:openai-compatible"
-				if b.APIKeyEnv != "" {
-					add(class, secretNeed(b.APIKeyEnv, "API key of intelligence backend "+b.Name, false))
-				}
-				if u, err := url.Parse(b.BaseURL); err == nil && u.Hostname() != "" {
-					add(class, networkNeed(u.Hostname(), false))
-				}
-			}
-		}
-		// The OTLP collector is operator configuration kiln reaches itself
-		// ([logging.otel] endpoint), not an http_request target: the
-		// workflow's policy.http does not cap it. With no endpoint the SDK
-		// takes one from the environment, which the workflow cannot state.
-		if lg := w.Logging; lg != nil && lg.OTel != nil && has["otel"] {
-			if u, err := url.Parse(lg.OTel.Endpoint); err == nil && u.Hostname() != "" {
-				addOwn("family:otel", networkNeed(u.Hostname(), false))
-			}
-		}
-		if w.Policy != nil && w.Policy.HTTP != nil && has["httpclient"] {
-			for _, pat := range w.Policy.HTTP.URLs {
-				if h := patternHost(pat); h != "" {
-					add(class, networkNeed(h, false))
-				}
-			}
-		}
-		if w.Policy != nil && w.Policy.FS != nil && has["fs"] {
-			write := map[string]bool{}
-			for _, p := range w.Policy.FS.Write {
-				if b := patternBase(p); b != "" {
-					write[b] = true
-					add(class, fsNeed(b, "rw", "", false))
-				}
-			}
-			for _, p := range w.Policy.FS.Read {
-				if b := patternBase(p); b != "" && !write[b] {
-					add(class, fsNeed(b, "ro", "", false))
-				}
+				need := rneedOf(n)
+				need.Sources = []string{class}
+				out = append(out, derivedNeed{need: need, ungoverned: n.Ungoverned || ungovernedClass(class)})
 			}
 		}
 	}
 	return out
 }
 
-// patternHost is the literal host of a URL allowlist pattern ("" for "*"
-// or a pattern without a literal host).
-func patternHost(pat string) string {
-	u, err := url.Parse(strings.TrimRight(pat, "*"))
-	if err != nil || u.Host == "" || strings.Contains(u.Host, "*") {
-		return ""
+// rneedOf is a family's need with its id.
+func rneedOf(n spec.Need) rneeds.Need {
+	switch n.Kind {
+	case spec.NeedSecret:
+		return secretNeed(n.Key, n.Label, false)
+	case spec.NeedNetwork:
+		return networkNeed(n.Host, false)
 	}
-	return u.Hostname()
-}
-
-// patternBase is the directory a filesystem allowlist pattern covers.
-func patternBase(pat string) string {
-	if pat == "*" {
-		return ""
-	}
-	for _, suf := range []string{"/**", "/*", "*"} {
-		if b, ok := strings.CutSuffix(pat, suf); ok {
-			if b == "" {
-				return "/"
-			}
-			return b
-		}
-	}
-	return pat
+	return fsNeed(n.Path, n.Mode, n.Label, false)
 }
 
 // merge deduplicates asks by need id, keeping provenance, and fails on a
@@ -476,7 +374,7 @@ func hostAllowed(p *workflow.Policy, host string) bool {
 		if pat == "*" {
 			return true
 		}
-		if h := patternHost(pat); strings.EqualFold(h, host) {
+		if h := rules.PatternHost(pat); strings.EqualFold(h, host) {
 			return true
 		}
 	}

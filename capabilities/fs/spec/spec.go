@@ -39,8 +39,9 @@ var Family = spec.Family{
 			Policy: "fs.write",
 		},
 	},
-	Needs:    needs,
-	NeedsDoc: "a filesystem need for the directory of each [policy.fs] write (rw) and read (ro) pattern",
+	Needs:         needs,
+	NeedsIfLinked: true,
+	NeedsDoc:      "a filesystem need for the directory of each [policy.fs] write (rw) and read (ro) pattern",
 }
 
 var pathFrom = spec.Key{Name: "path_from", Type: spec.Path, Required: true, Doc: "the file path (a string)"}

@@ -1,0 +1,172 @@
+// Package spec declares the mcp family: the call_mcp_tool and
+// read_mcp_resource node kinds, the mcp.resource.* trigger types and the
+// [[mcp_servers]] table (see docs/reference.md and docs/mcp.md). It holds
+// data and checks only, so the generator links it without the family.
+package spec
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/kilnworks/kiln/capabilities/spec"
+	"github.com/kilnworks/kiln/capabilities/spec/rules"
+	"github.com/kilnworks/kiln/runtime/workflow"
+)
+
+// DefaultServer is the server a workflow without [[mcp_servers]] talks to:
+// the one the process is given with --mcp-stdio.
+const DefaultServer = "default"
+
+// Trigger types.
+const (
+	TriggerUpdated = "mcp.resource.updated"
+	TriggerCreated = "mcp.resource.created"
+)
+
+// Family is the mcp family's declaration.
+var Family = spec.Family{
+	ID: "mcp",
+	Kinds: []spec.Kind{
+		{
+			Name: "call_mcp_tool",
+			Doc:  "Calls a tool of an MCP server after the server's allow_tools and the policy's mcp.tool check. A tool result flagged isError takes the error branch.",
+			Keys: []spec.Key{
+				{Name: "tool", Type: spec.String, Required: true, Doc: "the tool name"},
+				{Name: "args_from", Type: spec.Path, Doc: "the arguments, an object (absent or null: {})"},
+				server,
+			},
+			Check:    CheckCallTool,
+			Output:   "{tool, server, content, is_error, structured}",
+			Branches: []string{"error"},
+			Policy:   "mcp.tool",
+		},
+		{
+			Name: "read_mcp_resource",
+			Doc:  "Reads a resource of an MCP server after the server's allow_resources and the policy's mcp.resource check.",
+			Keys: []spec.Key{
+				{Name: "resource_from", Type: spec.Path, Required: true, Doc: "the resource URI (a string)"},
+				server,
+			},
+			Check:  CheckReadResource,
+			Output: "{uri, server, contents}",
+			Policy: "mcp.resource",
+		},
+	},
+	Triggers: []spec.Trigger{
+		{
+			Name:    TriggerCreated,
+			Doc:     "Starts a run for each new resource matching the pattern that the server lists (resources/list_changed), one run at a time.",
+			Keys:    triggerKeys,
+			Check:   CheckTrigger,
+			Payload: "{type, server, uri, resource_uri}",
+			Policy:  "mcp.resource",
+		},
+		{
+			Name:    TriggerUpdated,
+			Doc:     "Subscribes to the resources matching the pattern and starts a run for each update notification, one run at a time.",
+			Keys:    triggerKeys,
+			Check:   CheckTrigger,
+			Payload: "{type, server, uri, resource_uri}",
+			Policy:  "mcp.resource",
+		},
+	},
+	Check:    CheckServers,
+	Needs:    needs,
+	NeedsDoc: "for each [[mcp_servers]] entry (class mcp:<name>): the secrets its env passes and the host of its url",
+}
+
+var (
+	server      = spec.Key{Name: "server", Type: spec.String, Doc: "a [[mcp_servers]] name (default: the only one, or the one named \"default\")"}
+	triggerKeys = []spec.Key{
+		{Name: "server", Type: spec.String, Required: true, Doc: "a [[mcp_servers]] name"},
+		{Name: "resource", Type: spec.String, Required: true, Doc: "the resource URI pattern: exact, prefix* or prefix/**"},
+	}
+)
+
+// checkServer: a named server must be declared, or be the --mcp-stdio
+// server "default" when none is.
+func checkServer(is *spec.Issues, name string, ctx spec.Context) {
+	wf := ctx.Workflow()
+	if name != "" && !spec.MCPServer(wf, name) && !(name == DefaultServer && len(wf.MCPServers) == 0) {
+		is.Add("unknown_mcp_server", "server %q is not declared in [[mcp_servers]]", name)
+	}
+}
+
+// CheckCallTool checks a call_mcp_tool node.
+func CheckCallTool(n *workflow.Node, ctx spec.Context) []spec.Issue {
+	var is spec.Issues
+	is.Require("tool", n.Tool != "")
+	checkServer(&is, n.Server, ctx)
+	return is
+}
+
+// CheckReadResource checks a read_mcp_resource node.
+func CheckReadResource(n *workflow.Node, ctx spec.Context) []spec.Issue {
+	var is spec.Issues
+	is.Require("resource_from", n.ResourceFrom != "")
+	checkServer(&is, n.Server, ctx)
+	return is
+}
+
+// CheckTrigger checks an mcp.resource.* trigger.
+func CheckTrigger(t *workflow.Trigger, ctx spec.Context) []spec.Issue {
+	var is spec.Issues
+	is.Require("server", t.Server != "")
+	is.Require("resource", t.Resource != "")
+	checkServer(&is, t.Server, ctx)
+	return is
+}
+
+// CheckServers checks [[mcp_servers]].
+func CheckServers(wf *workflow.Workflow, _ spec.Context) []spec.Issue {
+	var is spec.Issues
+	seen := map[string]bool{}
+	for i, s := range wf.MCPServers {
+		where := fmt.Sprintf("mcp server %q", s.Name)
+		if s.Name == "" {
+			where = fmt.Sprintf("mcp_servers[%d]", i)
+			is.Add("missing_field", "%s: name is required", where)
+		} else if seen[s.Name] {
+			is.Add("duplicate_mcp_server", "%s: declared more than once", where)
+		}
+		seen[s.Name] = true
+		switch {
+		case len(s.Command) == 0 && s.URL == "":
+			is.Add("invalid_mcp_server", "%s: command (stdio) or url (streamable HTTP) is required", where)
+		case len(s.Command) > 0 && s.URL != "":
+			is.Add("invalid_mcp_server", "%s: set command or url, not both", where)
+		case len(s.Command) > 0 && strings.TrimSpace(s.Command[0]) == "":
+			is.Add("invalid_mcp_server", "%s: command[0] must name a program", where)
+		case s.URL != "" && !rules.HTTPURL(s.URL):
+			is.Add("invalid_mcp_server", "%s: url %q must be an http(s) URL", where, s.URL)
+		}
+		for _, v := range slices.Sorted(maps.Keys(s.Env)) {
+			if !spec.EnvName(v) {
+				is.Add("invalid_env_key", "%s: env %q is not an environment variable name", where, v)
+			}
+			if name := s.Env[v]; name != "" && !spec.Secret(wf, name) {
+				is.Add("unknown_secret", "%s: env.%s %q is not declared in [[secrets]]", where, v, name)
+			}
+		}
+	}
+	return is
+}
+
+// needs: what each server is given and where it is reached; kiln starts
+// and dials servers itself, outside the workflow's [policy].
+func needs(wf *workflow.Workflow) []spec.Need {
+	var out []spec.Need
+	for _, m := range wf.MCPServers {
+		class := "mcp:" + m.Name
+		for _, v := range slices.Sorted(maps.Keys(m.Env)) {
+			out = append(out, spec.Need{Class: class, Kind: spec.NeedSecret, Key: m.Env[v],
+				Label: "secret passed to MCP server " + m.Name + " as " + v, Ungoverned: true})
+		}
+		if h := rules.Hostname(m.URL); h != "" {
+			out = append(out, spec.Need{Class: class, Kind: spec.NeedNetwork, Host: h, Ungoverned: true})
+		}
+	}
+	return out
+}
