@@ -15,12 +15,14 @@ import (
 	"sync"
 	"time"
 
+	composespec "github.com/kilnworks/kiln/capabilities/compose/spec"
+	"github.com/kilnworks/kiln/capabilities/spec"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
 // DefaultMaxConcurrent is map's wave size when max_concurrent is unset.
-const DefaultMaxConcurrent = 4
+const DefaultMaxConcurrent = composespec.DefaultMaxConcurrent
 
 func init() {
 	runtime.RegisterNode(runtime.NodeKind{Kind: "call", Family: "compose", Prepare: prepareCall})
@@ -78,6 +80,9 @@ func childValue(c *runtime.Call, t target, out *runtime.Outcome) (map[string]any
 }
 
 func prepareCall(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) {
+	if err := spec.Err(composespec.CheckCall(n, spec.ForWorkflow(p.Workflow))); err != nil {
+		return nil, err
+	}
 	t, err := resolveChild(p, n.Workflow, n.Start)
 	if err != nil {
 		return nil, err
@@ -116,8 +121,8 @@ func inputOf(c *runtime.Call, from string) any {
 }
 
 func prepareParallel(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) {
-	if len(n.Branches) == 0 {
-		return nil, fmt.Errorf("branches must declare at least one child workflow")
+	if err := spec.Err(composespec.CheckParallel(n, spec.ForWorkflow(p.Workflow))); err != nil {
+		return nil, err
 	}
 	targets := make([]target, len(n.Branches))
 	for i, b := range n.Branches {
@@ -138,22 +143,16 @@ func prepareParallel(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, er
 }
 
 func prepareMap(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) {
+	if err := spec.Err(composespec.CheckMap(n, spec.ForWorkflow(p.Workflow))); err != nil {
+		return nil, err
+	}
 	t, err := resolveChild(p, n.Workflow, n.Start)
 	if err != nil {
 		return nil, err
 	}
-	if n.ItemsFrom == "" {
-		return nil, fmt.Errorf("items_from is required")
-	}
-	if n.MaxItems == nil || *n.MaxItems < 1 {
-		return nil, fmt.Errorf("max_items is required and must be >= 1 (the bound is the point)")
-	}
 	maxItems := *n.MaxItems
 	wave := DefaultMaxConcurrent
 	if n.MaxConcurrent != nil {
-		if *n.MaxConcurrent < 1 {
-			return nil, fmt.Errorf("max_concurrent must be >= 1, got %d", *n.MaxConcurrent)
-		}
 		wave = *n.MaxConcurrent
 	}
 	return func(ctx context.Context, c *runtime.Call) (runtime.Result, error) {

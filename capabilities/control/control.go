@@ -1,16 +1,16 @@
 // Package control is the capability family of the traversal nodes:
 // condition, switch, merge, fail, terminate, respond and pause_for_approval
-// (WORKFLOW-FORMAT §2). They have no side effects and need no policy;
+// (docs/reference.md). They have no side effects and need no policy;
 // dry-run runs them normally.
 package control
 
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strconv"
-	"strings"
 
+	controlspec "github.com/kilnworks/kiln/capabilities/control/spec"
+	"github.com/kilnworks/kiln/capabilities/spec"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
@@ -33,9 +33,9 @@ func init() {
 }
 
 // condition: {value} on branch "true" or "false" by JSON truthiness.
-func prepareCondition(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, error) {
-	if n.Expr == "" {
-		return nil, fmt.Errorf("missing required key expr (a dotted context path)")
+func prepareCondition(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) {
+	if err := spec.Err(controlspec.CheckExpr(n, spec.ForWorkflow(p.Workflow))); err != nil {
+		return nil, err
 	}
 	expr := n.Expr
 	return func(_ context.Context, c *runtime.Call) (runtime.Result, error) {
@@ -49,9 +49,9 @@ func prepareCondition(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, e
 }
 
 // switch: {value} on the branch named by the value's string form.
-func prepareSwitch(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, error) {
-	if n.Expr == "" {
-		return nil, fmt.Errorf("missing required key expr (a dotted context path)")
+func prepareSwitch(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) {
+	if err := spec.Err(controlspec.CheckExpr(n, spec.ForWorkflow(p.Workflow))); err != nil {
+		return nil, err
 	}
 	expr := n.Expr
 	return func(_ context.Context, c *runtime.Call) (runtime.Result, error) {
@@ -96,20 +96,17 @@ func preparePause(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, error
 
 // respond: declares the HTTP reply of the run; the last respond on the path
 // wins. The body template renders against input_from, else the trigger.
-func prepareRespond(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, error) {
+func prepareRespond(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) {
+	if err := spec.Err(controlspec.CheckRespond(n, spec.ForWorkflow(p.Workflow))); err != nil {
+		return nil, err
+	}
 	status := 200
 	if n.Status != nil {
 		status = *n.Status
 	}
-	if status < 100 || status > 599 {
-		return nil, fmt.Errorf("status %d out of range 100..599", status)
-	}
 	contentType := n.ContentType
 	if contentType == "" {
 		contentType = "application/json"
-	}
-	if strings.ContainsAny(contentType, "\r\n") {
-		return nil, fmt.Errorf("content_type contains a line break")
 	}
 	tmpl, inputFrom := n.BodyTemplate, n.InputFrom
 	// The output is built in the engine's value model (json.Number), so it

@@ -12,11 +12,12 @@ package cron
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	robfig "github.com/robfig/cron/v3"
 
+	cronspec "github.com/kilnworks/kiln/capabilities/cron/spec"
 	"github.com/kilnworks/kiln/capabilities/internal/fire"
+	"github.com/kilnworks/kiln/capabilities/spec"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
@@ -29,52 +30,14 @@ func init() {
 	})
 }
 
-var (
-	fiveField = robfig.NewParser(robfig.Minute | robfig.Hour | robfig.Dom | robfig.Month | robfig.Dow | robfig.Descriptor)
-	sixField  = robfig.NewParser(robfig.Second | robfig.Minute | robfig.Hour | robfig.Dom | robfig.Month | robfig.Dow | robfig.Descriptor)
-)
+// ParseSchedule parses a cron schedule: the one parser configuration the
+// generator uses too (capabilities/cron/spec).
+var ParseSchedule = cronspec.ParseSchedule
 
-// ParseSchedule parses a 5- or 6-field cron expression or a descriptor.
-func ParseSchedule(expr string) (s robfig.Schedule, err error) {
-	// robfig/cron panics on some malformed TZ= prefixes ("CRON_TZ=UTC"
-	// with nothing after it).
-	defer func() {
-		if recover() != nil {
-			s, err = nil, fmt.Errorf("cron schedule %q is malformed", expr)
-		}
-	}()
-	body := strings.TrimSpace(expr)
-	if strings.HasPrefix(body, "CRON_TZ=") || strings.HasPrefix(body, "TZ=") {
-		_, body, _ = strings.Cut(body, " ")
-	}
-	switch n := len(strings.Fields(body)); {
-	case strings.HasPrefix(body, "@"):
-		s, err = fiveField.Parse(expr)
-	case n == 5:
-		s, err = fiveField.Parse(expr)
-	case n == 6:
-		s, err = sixField.Parse(expr)
-	default:
-		return nil, fmt.Errorf("cron schedule %q has %d fields; want 5 (minute hour day-of-month month day-of-week) or 6 (seconds first)", expr, n)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("cron schedule %q: %v", expr, err)
-	}
-	return s, nil
-}
-
-// Validate checks every cron trigger of wf (schedule and start node), so a
-// bad expression stops start-up instead of never firing.
+// Validate checks every cron trigger of wf with the generator's rules, so
+// a bad expression stops start-up instead of never firing.
 func Validate(wf *workflow.Workflow) error {
-	for i, t := range wf.Triggers {
-		if t.Type != "cron" {
-			continue
-		}
-		if _, err := ParseSchedule(t.Schedule); err != nil {
-			return fmt.Errorf("triggers[%d] (cron): %v", i, err)
-		}
-	}
-	return nil
+	return spec.TriggerErr(wf, "cron", cronspec.CheckTrigger)
 }
 
 func setup(ctx context.Context, h *runtime.Host) error {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kilnworks/kiln/capabilities/internal/fire"
 	"github.com/kilnworks/kiln/capabilities/internal/fire/firetest"
+	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
 func TestParseSchedule(t *testing.T) {
@@ -43,7 +44,7 @@ func TestParseSchedule(t *testing.T) {
 		if err == nil {
 			t.Fatalf("%q parsed", bad)
 		}
-		if !strings.Contains(err.Error(), "cron schedule") {
+		if err := Validate(&workflow.Workflow{Triggers: []workflow.Trigger{{Type: "cron", Schedule: bad}}}); bad != "" && (err == nil || !strings.Contains(err.Error(), "triggers[0] (cron): schedule")) {
 			t.Fatalf("%q: unclear error %v", bad, err)
 		}
 	}
@@ -184,7 +185,7 @@ func TestCronRunFailureAudited(t *testing.T) {
 func TestCronBadScheduleStopsStartUp(t *testing.T) {
 	h, _ := firetest.Host(t, fmt.Sprintf(wfTOML, "*/5 * *", "firetest_record"))
 	err := setup(context.Background(), h)
-	if err == nil || !strings.Contains(err.Error(), "triggers[0] (cron)") || !strings.Contains(err.Error(), "has 3 fields") {
+	if err == nil || !strings.Contains(err.Error(), "triggers[0] (cron)") || !strings.Contains(err.Error(), "got 3") {
 		t.Fatalf("setup: %v", err)
 	}
 	if _, err := listeners(h); err == nil {

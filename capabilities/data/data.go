@@ -1,13 +1,14 @@
 // Package data is the capability family of the pure transformation nodes:
 // parse_json, json_select, template_render and diff_compute
-// (WORKFLOW-FORMAT §2). They have no side effects and need no policy;
+// (docs/reference.md). They have no side effects and need no policy;
 // dry-run runs them normally.
 package data
 
 import (
 	"context"
-	"fmt"
 
+	dataspec "github.com/kilnworks/kiln/capabilities/data/spec"
+	"github.com/kilnworks/kiln/capabilities/spec"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
@@ -26,16 +27,9 @@ func init() {
 	}
 }
 
-func required(key, value string) error {
-	if value == "" {
-		return fmt.Errorf("missing required key %s (a dotted context path)", key)
-	}
-	return nil
-}
-
 // parse_json: {parsed}; the input must be a string holding one JSON value.
-func prepareParseJSON(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, error) {
-	if err := required("input_from", n.InputFrom); err != nil {
+func prepareParseJSON(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) {
+	if err := spec.Err(dataspec.CheckParseJSON(n, spec.ForWorkflow(p.Workflow))); err != nil {
 		return nil, err
 	}
 	from := n.InputFrom
@@ -53,12 +47,9 @@ func prepareParseJSON(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, e
 }
 
 // json_select: {value, found}, a dotted walk inside the input value.
-func prepareJSONSelect(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, error) {
-	if err := required("input_from", n.InputFrom); err != nil {
+func prepareJSONSelect(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) {
+	if err := spec.Err(dataspec.CheckJSONSelect(n, spec.ForWorkflow(p.Workflow))); err != nil {
 		return nil, err
-	}
-	if n.Path == "" {
-		return nil, fmt.Errorf("missing required key path")
 	}
 	from, path := n.InputFrom, n.Path
 	return func(_ context.Context, c *runtime.Call) (runtime.Result, error) {
@@ -69,7 +60,10 @@ func prepareJSONSelect(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, 
 
 // template_render: {rendered}. Markers resolve against input_from first and
 // then against the whole context; a marker that resolves nowhere stays.
-func prepareTemplateRender(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, error) {
+func prepareTemplateRender(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) {
+	if err := spec.Err(dataspec.CheckTemplateRender(n, spec.ForWorkflow(p.Workflow))); err != nil {
+		return nil, err
+	}
 	tmpl, from := n.Template, n.InputFrom
 	return func(_ context.Context, c *runtime.Call) (runtime.Result, error) {
 		var input any
@@ -81,11 +75,8 @@ func prepareTemplateRender(n *workflow.Node, _ *runtime.Program) (runtime.NodeFu
 }
 
 // diff_compute: {added, removed, changed, unchanged} between two values.
-func prepareDiffCompute(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, error) {
-	if err := required("left_from", n.LeftFrom); err != nil {
-		return nil, err
-	}
-	if err := required("right_from", n.RightFrom); err != nil {
+func prepareDiffCompute(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) {
+	if err := spec.Err(dataspec.CheckDiffCompute(n, spec.ForWorkflow(p.Workflow))); err != nil {
 		return nil, err
 	}
 	left, right := n.LeftFrom, n.RightFrom

@@ -89,7 +89,7 @@ func TestJSONSelect(t *testing.T) {
 		t.Fatalf("%+v", r.Outcome)
 	}
 	_, err := runtime.Compile(&workflow.Workflow{Name: "t", Nodes: []workflow.Node{{ID: "s", Type: "json_select", InputFrom: "trigger"}}}, runtime.CompileOptions{})
-	if err == nil || !strings.Contains(err.Error(), "node s (json_select): missing required key path") {
+	if err == nil || !strings.Contains(err.Error(), "node s (json_select): path is required") {
 		t.Fatalf("missing path: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-// Package env is the capability family of read_env (WORKFLOW-FORMAT §2):
+// Package env is the capability family of read_env (docs/reference.md):
 // it reads one environment variable, named literally in the workflow, after
 // the policy's env.read check. Reading is not a side effect, so dry-run
 // reads too.
@@ -6,9 +6,10 @@ package env
 
 import (
 	"context"
-	"fmt"
 	"os"
 
+	envspec "github.com/kilnworks/kiln/capabilities/env/spec"
+	"github.com/kilnworks/kiln/capabilities/spec"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
@@ -21,9 +22,9 @@ func init() {
 }
 
 // read_env: {key, value}; unset: {key, value: null, missing: true}.
-func prepareReadEnv(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, error) {
-	if n.Key == "" {
-		return nil, fmt.Errorf("missing required key key (the literal variable name)")
+func prepareReadEnv(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) {
+	if err := spec.Err(envspec.CheckReadEnv(n, spec.ForWorkflow(p.Workflow))); err != nil {
+		return nil, err
 	}
 	key := n.Key
 	return func(_ context.Context, c *runtime.Call) (runtime.Result, error) {

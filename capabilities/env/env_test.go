@@ -68,7 +68,7 @@ func TestReadEnvDenied(t *testing.T) {
 		t.Fatalf("override: %+v", r.Outcome)
 	}
 	_, err := runtime.Compile(&workflow.Workflow{Name: "t", Nodes: []workflow.Node{{ID: "token", Type: "read_env"}}}, runtime.CompileOptions{})
-	if err == nil || !strings.Contains(err.Error(), "node token (read_env): missing required key key") {
+	if err == nil || !strings.Contains(err.Error(), "node token (read_env): key is required") {
 		t.Fatalf("missing key: %v", err)
 	}
 }

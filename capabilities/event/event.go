@@ -19,13 +19,15 @@ import (
 	"sync"
 	"time"
 
+	eventspec "github.com/kilnworks/kiln/capabilities/event/spec"
 	"github.com/kilnworks/kiln/capabilities/internal/fire"
+	"github.com/kilnworks/kiln/capabilities/spec"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
 // TriggerType is the [[triggers]] type this family serves.
-const TriggerType = "internal.event"
+const TriggerType = eventspec.TriggerType
 
 // ErrNotDelivered is returned by Services.Emit when the event is declared
 // but no run started: no listener is serving, or every one is busy.
@@ -79,10 +81,8 @@ func install(h *runtime.Host) *bus {
 }
 
 func setup(ctx context.Context, h *runtime.Host) error {
-	for i, t := range h.Program.Workflow.Triggers {
-		if t.Type == TriggerType && t.Name == "" {
-			return fmt.Errorf("triggers[%d] (%s): name is required", i, TriggerType)
-		}
+	if err := spec.TriggerErr(h.Program.Workflow, TriggerType, eventspec.CheckTrigger); err != nil {
+		return err
 	}
 	install(h)
 	return nil
@@ -189,8 +189,8 @@ func (l *listener) Serve(ctx context.Context) error {
 }
 
 func prepare(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) {
-	if n.Event == "" {
-		return nil, fmt.Errorf("event is required (the name of an %s trigger)", TriggerType)
+	if err := spec.Err(eventspec.CheckEmitEvent(n, spec.ForWorkflow(p.Workflow))); err != nil {
+		return nil, err
 	}
 	return func(ctx context.Context, c *runtime.Call) (runtime.Result, error) {
 		event := c.Node.Event

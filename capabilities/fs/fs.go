@@ -13,9 +13,10 @@ package fs
 import (
 	"context"
 	"errors"
-	"fmt"
 	iofs "io/fs"
 
+	fsspec "github.com/kilnworks/kiln/capabilities/fs/spec"
+	"github.com/kilnworks/kiln/capabilities/spec"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/policy"
 	"github.com/kilnworks/kiln/runtime/workflow"
@@ -34,16 +35,9 @@ func init() {
 	}
 }
 
-func required(key, value string) error {
-	if value == "" {
-		return fmt.Errorf("missing required key %s (a dotted context path)", key)
-	}
-	return nil
-}
-
 // read_file: {path, content, bytes} of a UTF-8 regular file.
-func prepareReadFile(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, error) {
-	if err := required("path_from", n.PathFrom); err != nil {
+func prepareReadFile(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) {
+	if err := spec.Err(fsspec.CheckReadFile(n, spec.ForWorkflow(p.Workflow))); err != nil {
 		return nil, err
 	}
 	from := n.PathFrom
@@ -72,11 +66,8 @@ func prepareReadFile(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, er
 // are, any other value JSON-encoded; parent directories are created; the
 // file is replaced atomically (temp file + rename), keeping the mode of an
 // existing file.
-func prepareWriteFile(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, error) {
-	if err := required("path_from", n.PathFrom); err != nil {
-		return nil, err
-	}
-	if err := required("content_from", n.ContentFrom); err != nil {
+func prepareWriteFile(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) {
+	if err := spec.Err(fsspec.CheckWriteFile(n, spec.ForWorkflow(p.Workflow))); err != nil {
 		return nil, err
 	}
 	pathFrom, contentFrom := n.PathFrom, n.ContentFrom
@@ -118,8 +109,8 @@ func prepareWriteFile(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, e
 }
 
 // create_dir: {path, created: true}; mkdir -p, idempotent.
-func prepareCreateDir(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, error) {
-	if err := required("path_from", n.PathFrom); err != nil {
+func prepareCreateDir(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) {
+	if err := spec.Err(fsspec.CheckCreateDir(n, spec.ForWorkflow(p.Workflow))); err != nil {
 		return nil, err
 	}
 	from := n.PathFrom

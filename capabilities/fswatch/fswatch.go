@@ -18,12 +18,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
 
+	fswatchspec "github.com/kilnworks/kiln/capabilities/fswatch/spec"
 	"github.com/kilnworks/kiln/capabilities/internal/fire"
+	"github.com/kilnworks/kiln/capabilities/spec"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
@@ -32,7 +33,7 @@ import (
 const DefaultDebounce = 250 * time.Millisecond
 
 // Events are the event names a trigger may filter on.
-var Events = []string{"create", "modify", "remove", "rename"}
+var Events = fswatchspec.Events
 
 func init() {
 	runtime.RegisterExtension(runtime.Extension{
@@ -42,25 +43,9 @@ func init() {
 	})
 }
 
-// Validate checks every fs_watch trigger's static fields.
+// Validate checks every fs_watch trigger with the generator's rules.
 func Validate(wf *workflow.Workflow) error {
-	for i, t := range wf.Triggers {
-		if t.Type != "fs_watch" {
-			continue
-		}
-		if t.Path == "" {
-			return fmt.Errorf("triggers[%d] (fs_watch): path is required", i)
-		}
-		for _, e := range t.Events {
-			if !slices.Contains(Events, e) {
-				return fmt.Errorf("triggers[%d] (fs_watch): unknown event %q (want create, modify, remove or rename)", i, e)
-			}
-		}
-		if t.DebounceMS != nil && *t.DebounceMS < 0 {
-			return fmt.Errorf("triggers[%d] (fs_watch): debounce_ms must be >= 0", i)
-		}
-	}
-	return nil
+	return spec.TriggerErr(wf, "fs_watch", fswatchspec.CheckTrigger)
 }
 
 func setup(ctx context.Context, h *runtime.Host) error { return Validate(h.Program.Workflow) }

@@ -201,7 +201,7 @@ func TestStartUpErrors(t *testing.T) {
 		t.Fatalf("missing path: %v", err)
 	}
 	h, _ = firetest.Host(t, fmt.Sprintf(wfTOML, dir, false, `"delete"`, 10))
-	if err := setup(context.Background(), h); err == nil || !strings.Contains(err.Error(), `unknown event "delete"`) {
+	if err := setup(context.Background(), h); err == nil || !strings.Contains(err.Error(), `event "delete" must be one of`) {
 		t.Fatalf("bad event: %v", err)
 	}
 	h, _ = firetest.Host(t, fmt.Sprintf(wfTOML, dir, false, "", -1))

@@ -45,7 +45,9 @@ import (
 	"strings"
 	"time"
 
+	httpspec "github.com/kilnworks/kiln/capabilities/httpclient/spec"
 	"github.com/kilnworks/kiln/capabilities/internal/netguard"
+	"github.com/kilnworks/kiln/capabilities/spec"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/policy"
 	"github.com/kilnworks/kiln/runtime/workflow"
@@ -115,15 +117,15 @@ func parseHeader(name, value string) (header, error) {
 }
 
 func prepare(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) {
-	method := strings.ToUpper(n.Method)
-	if method == "" {
-		return nil, fmt.Errorf("method is required")
+	// The runtime is more lenient than the dialect (CheckHTTPRequest): it
+	// upper-cases the method and resolves undeclared secrets from the
+	// environment, so only the required keys are checked the same way.
+	if err := spec.Err(httpspec.CheckRequest(n, spec.ForWorkflow(p.Workflow))); err != nil {
+		return nil, err
 	}
+	method := strings.ToUpper(n.Method)
 	if !tokenPattern.MatchString(method) {
 		return nil, fmt.Errorf("method %q is not a valid HTTP method", n.Method)
-	}
-	if n.URLFrom == "" {
-		return nil, fmt.Errorf("url_from is required")
 	}
 	var headers []header
 	for _, name := range runtime.SortedKeys(n.Headers) {

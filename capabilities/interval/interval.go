@@ -7,11 +7,11 @@ package interval
 import (
 	"context"
 	"fmt"
-	"regexp"
-	"strconv"
 	"time"
 
 	"github.com/kilnworks/kiln/capabilities/internal/fire"
+	intervalspec "github.com/kilnworks/kiln/capabilities/interval/spec"
+	"github.com/kilnworks/kiln/capabilities/spec"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
@@ -24,41 +24,13 @@ func init() {
 	})
 }
 
-var everyPattern = regexp.MustCompile(`^\s*([0-9]+)\s*(s|sec|secs|m|min|mins|h|hr|hrs|d|day|days)\s*$`)
+// ParseEvery parses `every`: the one parser and overflow bound the
+// generator uses too (capabilities/interval/spec).
+var ParseEvery = intervalspec.ParseEvery
 
-var units = map[string]time.Duration{
-	"s": time.Second, "sec": time.Second, "secs": time.Second,
-	"m": time.Minute, "min": time.Minute, "mins": time.Minute,
-	"h": time.Hour, "hr": time.Hour, "hrs": time.Hour,
-	"d": 24 * time.Hour, "day": 24 * time.Hour, "days": 24 * time.Hour,
-}
-
-// ParseEvery parses `every`: a positive integer and a unit (s, sec, secs,
-// m, min, mins, h, hr, hrs, d, day, days).
-func ParseEvery(s string) (time.Duration, error) {
-	m := everyPattern.FindStringSubmatch(s)
-	if m == nil {
-		return 0, fmt.Errorf("every %q: want a positive integer and a unit s|m|h|d (sec/secs/min/mins/hr/hrs/day/days), e.g. \"30s\"", s)
-	}
-	n, err := strconv.ParseInt(m[1], 10, 64)
-	unit := units[m[2]]
-	if err != nil || n <= 0 || n > int64(1<<62)/int64(unit) {
-		return 0, fmt.Errorf("every %q: the count must be positive and fit a duration", s)
-	}
-	return time.Duration(n) * unit, nil
-}
-
-// Validate checks every interval trigger of wf.
+// Validate checks every interval trigger of wf with the generator's rules.
 func Validate(wf *workflow.Workflow) error {
-	for i, t := range wf.Triggers {
-		if t.Type != "interval" {
-			continue
-		}
-		if _, err := ParseEvery(t.Every); err != nil {
-			return fmt.Errorf("triggers[%d] (interval): %v", i, err)
-		}
-	}
-	return nil
+	return spec.TriggerErr(wf, "interval", intervalspec.CheckTrigger)
 }
 
 func setup(ctx context.Context, h *runtime.Host) error { return Validate(h.Program.Workflow) }

@@ -27,6 +27,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kilnworks/kiln/capabilities/internal/beneath"
+	shellspec "github.com/kilnworks/kiln/capabilities/shell/spec"
+	"github.com/kilnworks/kiln/capabilities/spec"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/policy"
 	"github.com/kilnworks/kiln/runtime/workflow"
@@ -48,20 +50,14 @@ func init() {
 }
 
 func prepare(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) {
-	if n.Command == "" {
-		return nil, fmt.Errorf("command is required")
-	}
-	if !filepath.IsAbs(n.Command) {
-		return nil, fmt.Errorf("command %q must be an absolute path (there is no PATH lookup)", n.Command)
+	if err := spec.Err(shellspec.CheckShellRun(n, spec.ForWorkflow(p.Workflow))); err != nil {
+		return nil, err
 	}
 	if strings.ContainsRune(n.Command, 0) {
 		return nil, fmt.Errorf("command contains NUL")
 	}
 	timeout := DefaultTimeout
 	if n.TimeoutSecs != nil {
-		if *n.TimeoutSecs < 1 {
-			return nil, fmt.Errorf("timeout_secs must be >= 1, got %d", *n.TimeoutSecs)
-		}
 		timeout = time.Duration(*n.TimeoutSecs) * time.Second
 	}
 	return func(ctx context.Context, c *runtime.Call) (runtime.Result, error) {
