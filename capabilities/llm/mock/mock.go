@@ -22,6 +22,7 @@ import (
 	"github.com/kilnworks/kiln/capabilities/llm/intel"
 	"github.com/kilnworks/kiln/capabilities/llm/transport"
 	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/runtime/nesting"
 )
 
 // Turn is one scripted answer.
@@ -52,6 +53,9 @@ func LoadScript(path string) (*Script, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
+	}
+	if err := nesting.TOML(data); err != nil { // before the decoder, as for every TOML kiln reads
+		return nil, fmt.Errorf("%s: %v", path, err)
 	}
 	var s Script
 	md, err := toml.Decode(string(data), &s)
