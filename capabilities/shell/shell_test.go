@@ -30,7 +30,7 @@ func sh(t *testing.T) string {
 	return p
 }
 
-func program(t *testing.T, src string) *runtime.Program {
+func program(t testing.TB, src string) *runtime.Program {
 	t.Helper()
 	var wf workflow.Workflow
 	md, err := toml.Decode(src, &wf)
@@ -60,7 +60,7 @@ args_from = "trigger.args"
 `, extra, command)
 }
 
-func runIt(t *testing.T, p *runtime.Program, args []any, opts runtime.RunOptions) (*runtime.Report, map[string]any) {
+func runIt(t testing.TB, p *runtime.Program, args []any, opts runtime.RunOptions) (*runtime.Report, map[string]any) {
 	t.Helper()
 	opts.Trigger = runtime.MakeTrigger("manual", map[string]any{"args": args})
 	rep := (&runtime.Engine{}).Run(context.Background(), p, opts)

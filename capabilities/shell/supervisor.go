@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	iofs "io/fs"
 	"os"
 	"os/exec"
-	"os/signal"
 	goruntime "runtime"
 	"strconv"
 	"strings"
@@ -16,12 +14,14 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/kilnworks/kiln/capabilities/shell/internal/supervisor"
 )
 
-// A command runs under a supervisor: the kiln binary itself, executed
-// again (/proc/self/exe) with argv[0] supervisorName. The supervisor leads
-// a new process group and starts the command in it. Why a second process:
-// a command's children outlive it unless someone kills its group, and if
+// A command runs under a supervisor (package supervisor): the kiln binary
+// itself, executed again (/proc/self/exe). The supervisor leads a new
+// process group and starts the command in it. Why a second process: a
+// command's children outlive it unless someone kills its group, and if
 // kiln is killed (SIGKILL, OOM) it can kill nothing. Pdeathsig alone only
 // reaches the direct child (the kernel clears it on fork), so a script's
 // `sleep` would be orphaned. The supervisor gets a catchable Pdeathsig
@@ -35,23 +35,6 @@ import (
 // thread from before the fork until the child is reaped (kiln) or for the
 // rest of its life (supervisor): no other goroutine can run there, lock it
 // and exit it.
-
-// supervisorName is the argv[0] that turns a binary linking this package
-// into a supervisor (see init).
-const supervisorName = "kiln-shell-supervisor"
-
-// The supervisor's descriptors besides stdio: the command to execute and
-// the pipe on which it reports how the command ended.
-const (
-	commandFD = 3
-	statusFD  = 4
-)
-
-func init() {
-	if len(os.Args) > 2 && os.Args[0] == supervisorName {
-		os.Exit(runSupervisor(os.Args[1], os.Args[2:]))
-	}
-}
 
 // ended is how a command ended: it exited with code, or a signal killed it.
 type ended struct {
@@ -71,11 +54,11 @@ func supervise(ctx context.Context, exe *os.File, argv, env []string, stdout, st
 	defer statusR.Close()
 	cmd := &exec.Cmd{
 		Path:        "/proc/self/exe",
-		Args:        append([]string{supervisorName, strconv.Itoa(os.Getpid())}, argv...),
+		Args:        append([]string{supervisor.Name, strconv.Itoa(os.Getpid())}, argv...),
 		Env:         env,
 		Stdout:      stdout, // stdin stays nil: /dev/null
 		Stderr:      stderr,
-		ExtraFiles:  []*os.File{exe, statusW}, // commandFD, statusFD
+		ExtraFiles:  []*os.File{exe, statusW}, // supervisor.CommandFD, StatusFD
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM},
 		// A process that left the group and holds the pipes must not hang
 		// the node.
@@ -140,72 +123,6 @@ func waitExited(pid int) error {
 		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
 		if err != unix.EINTR {
 			return err
-		}
-	}
-}
-
-// runSupervisor is the supervisor process: it runs argv from commandFD,
-// reports how it ended on statusFD, and kills its group when the command
-// ends or when its parent (pid parent) dies. It returns only on failure.
-func runSupervisor(parent string, argv []string) int {
-	// SIGTERM is the parent's death (Pdeathsig) or a kill aimed at the
-	// group; getppid tells which. Every other signal is caught too, so
-	// that a kill aimed at the group (`kill -INT 0` in a script) cannot
-	// end the supervisor and with it the command. Exec resets caught
-	// signals to their defaults: the command sees none of this.
-	term := make(chan os.Signal, 1)
-	signal.Notify(term, syscall.SIGTERM)
-	ignored := make(chan os.Signal, 8)
-	signal.Notify(ignored)
-	go func() {
-		for range ignored {
-		}
-	}()
-	parentGone := func() bool { return strconv.Itoa(os.Getppid()) != parent }
-	if parentGone() { // kiln died before the handler above was in place
-		return 2
-	}
-	syscall.CloseOnExec(statusFD) // the command must not hold the report pipe
-	status := os.NewFile(statusFD, "status")
-	cmd := &exec.Cmd{
-		Path:        "/proc/self/fd/" + strconv.Itoa(commandFD),
-		Args:        argv,
-		Env:         os.Environ(),
-		Stdin:       os.Stdin,
-		Stdout:      os.Stdout,
-		Stderr:      os.Stderr,
-		ExtraFiles:  []*os.File{os.NewFile(commandFD, "command")}, // a script's interpreter opens it
-		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
-	}
-	goruntime.LockOSThread() // never unlocked: see the top of this file
-	if err := cmd.Start(); err != nil {
-		var pe *iofs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		fmt.Fprintf(status, "error %v", err)
-		return 2
-	}
-	done := make(chan struct{})
-	go func() {
-		cmd.Wait()
-		close(done)
-	}()
-	for {
-		select {
-		case <-term:
-			if parentGone() {
-				syscall.Kill(0, syscall.SIGKILL) // kiln is gone: so is the group
-			}
-		case <-done:
-			ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
-			if ws.Signaled() {
-				fmt.Fprintf(status, "signal %d", ws.Signal())
-			} else {
-				fmt.Fprintf(status, "exit %d", ws.ExitStatus())
-			}
-			syscall.Kill(0, syscall.SIGKILL) // the command's leftovers, and this process
-			return 2
 		}
 	}
 }
