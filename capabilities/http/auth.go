@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	httpspec "github.com/kilnworks/kiln/capabilities/http/spec"
+	"github.com/kilnworks/kiln/capabilities/spec"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
@@ -206,6 +208,9 @@ func newBearer(h *runtime.Host, binding string) (Verifier, error) {
 	if !ok {
 		return nil, fmt.Errorf("no [auth.bearer.%s] binding", binding)
 	}
+	if err := spec.Err(httpspec.CheckBearer(authSpec(h), binding, spec.ForWorkflow(h.Program.Workflow))); err != nil {
+		return nil, err
+	}
 	tokens, err := secretLines(h, b.TokensEnv, b.TokensSecret, b.Tokens)
 	if err != nil {
 		return nil, err
@@ -246,6 +251,9 @@ func newBasic(h *runtime.Host, binding string) (Verifier, error) {
 	b, ok := authSpec(h).Basic[binding]
 	if !ok {
 		return nil, fmt.Errorf("no [auth.basic.%s] binding", binding)
+	}
+	if err := spec.Err(httpspec.CheckBasic(authSpec(h), binding, spec.ForWorkflow(h.Program.Workflow))); err != nil {
+		return nil, err
 	}
 	creds, err := secretLines(h, b.CredentialsEnv, b.CredentialsSecret, b.Credentials)
 	if err != nil {
@@ -298,6 +306,9 @@ func newHMAC(h *runtime.Host, binding string) (Verifier, error) {
 	if !ok {
 		return nil, fmt.Errorf("no [auth.hmac.%s] binding", binding)
 	}
+	if err := spec.Err(httpspec.CheckHMAC(authSpec(h), binding, spec.ForWorkflow(h.Program.Workflow))); err != nil {
+		return nil, err
+	}
 	secret, err := hmacSecret(h, c)
 	if err != nil {
 		return nil, err
@@ -311,12 +322,6 @@ func newHMAC(h *runtime.Host, binding string) (Verifier, error) {
 		v.prefix = *c.Prefix
 	}
 	if c.ToleranceSecs != nil {
-		if *c.ToleranceSecs <= 0 {
-			return nil, errors.New("tolerance_secs must be positive")
-		}
-		if c.TimestampHeader == "" {
-			return nil, errors.New("tolerance_secs needs timestamp_header")
-		}
 		v.tolerance = time.Duration(*c.ToleranceSecs) * time.Second
 	}
 	return v, nil
@@ -354,18 +359,10 @@ func (v *hmacVerifier) Verify(r *http.Request, body []byte) (string, error) {
 	return v.binding, nil
 }
 
-// hmacSecret resolves the one configured secret source. The whole value
-// is the key (no line splitting: a newline would be part of it).
+// hmacSecret resolves the one configured secret source (CheckHMAC made
+// sure there is exactly one). The whole value is the key (no line
+// splitting: a newline would be part of it).
 func hmacSecret(h *runtime.Host, c workflow.HMACAuth) (string, error) {
-	set := 0
-	for _, s := range []string{c.SecretEnv, c.SecretName, c.Secret} {
-		if s != "" {
-			set++
-		}
-	}
-	if set != 1 {
-		return "", errors.New("set exactly one of secret_env, secret_name, secret")
-	}
 	switch {
 	case c.SecretName != "":
 		return resolveSecret(h, c.SecretName)
@@ -386,9 +383,8 @@ func hmacSecret(h *runtime.Host, c workflow.HMACAuth) (string, error) {
 type mtlsVerifier struct{}
 
 func newMTLS(h *runtime.Host, binding string) (Verifier, error) {
-	s := h.Program.Workflow.Server
-	if s == nil || s.TLS == nil || s.TLS.ClientAuth == nil || s.TLS.ClientAuth.Mode != "required" {
-		return nil, errors.New(`auth "mtls" needs [server.tls.client_auth] mode = "required"`)
+	if err := spec.Err(httpspec.CheckMTLS(h.Program.Workflow)); err != nil {
+		return nil, err
 	}
 	return mtlsVerifier{}, nil
 }

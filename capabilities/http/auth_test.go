@@ -31,6 +31,10 @@ auth = "bearer"
 tokens_env = "OPS_TOKENS"
 [auth.bearer.default]
 tokens_secret = "VAULT_TOKEN"
+[[secrets]]
+name = "VAULT_TOKEN"
+source = "env"
+var = "VAULT_TOKEN"
 `)
 	services := &runtime.Services{Secret: func(name string) (string, error) {
 		if name == "VAULT_TOKEN" {

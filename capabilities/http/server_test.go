@@ -204,8 +204,8 @@ tokens_env = "KILN_TEST_UNSET_TOKENS"`, "KILN_TEST_UNSET_TOKENS is unset"},
 		{`auth = "hmac"
 [auth.hmac.default]
 secret = "a"
-secret_env = "B"`, "exactly one of"},
-		{`auth = "mtls"`, `needs [server.tls.client_auth] mode = "required"`},
+secret_env = "B"`, "set only one of secret_env, secret_name or secret"},
+		{`auth = "mtls"`, `requires [server.tls.client_auth] mode = "required"`},
 		{`rate_limit = { capacity = 0, per_second = 1.0 }`, "capacity >= 1"},
 		{`rate_limit = { capacity = 5, per_second = 0.0 }`, "per_second > 0"},
 		{`input_schema = "schemas/missing.json"`, "was not loaded"},

@@ -33,17 +33,18 @@ import (
 	"unicode/utf8"
 
 	"github.com/kilnworks/kiln/capabilities/llm/intel"
+	llmspec "github.com/kilnworks/kiln/capabilities/llm/spec"
+	"github.com/kilnworks/kiln/capabilities/spec"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/policy"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
 const (
-	maxAgentSteps = 64
 	// maxObservation bounds one observation as sent to the model.
 	maxObservation = 16 << 10
 	// BranchExhausted is the branch taken when the loop runs out of steps.
-	BranchExhausted = "exhausted"
+	BranchExhausted = llmspec.BranchExhausted
 )
 
 // agentTool describes one tool to the model and builds its synthetic node
@@ -125,34 +126,16 @@ type agentNode struct {
 }
 
 func prepareAgent(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) {
-	if n.Backend == "" {
-		return nil, fmt.Errorf("backend is required")
-	}
-	if n.MaxSteps == nil {
-		return nil, fmt.Errorf("max_steps is required (1..%d)", maxAgentSteps)
-	}
-	if *n.MaxSteps < 1 || *n.MaxSteps > maxAgentSteps {
-		return nil, fmt.Errorf("max_steps must be 1..%d, got %d", maxAgentSteps, *n.MaxSteps)
+	if err := spec.Err(llmspec.CheckAgentLoop(n, spec.ForWorkflow(p.Workflow))); err != nil {
+		return nil, err
 	}
 	a := &agentNode{backend: n.Backend, maxSteps: *n.MaxSteps, instructions: n.Instructions, instructionsFrom: n.InstructionsFrom}
 	if n.MaxTokens != nil {
-		if *n.MaxTokens < 1 {
-			return nil, fmt.Errorf("max_tokens must be 1 or more, got %d", *n.MaxTokens)
-		}
 		a.maxTokens = int64(*n.MaxTokens)
-	}
-	if (n.Instructions == "") == (n.InstructionsFrom == "") {
-		return nil, fmt.Errorf("set exactly one of instructions and instructions_from")
-	}
-	if len(n.Tools) == 0 {
-		return nil, fmt.Errorf("tools is required: a subset of %s", strings.Join(runtime.SortedKeys(agentTools), ", "))
 	}
 	for _, t := range n.Tools {
 		if _, ok := agentTools[t]; !ok {
-			return nil, fmt.Errorf("tool %q is not an agent_loop tool (allowed: %s)", t, strings.Join(runtime.SortedKeys(agentTools), ", "))
-		}
-		if slices.Contains(a.tools, t) {
-			return nil, fmt.Errorf("tool %q is listed twice", t)
+			return nil, fmt.Errorf("tool %q has no synthetic node in this family (capabilities/llm/spec.AgentTools and agentTools disagree)", t)
 		}
 		if _, ok := runtime.LookupNode(t); !ok {
 			return nil, fmt.Errorf("tool %q needs the %s node kind, which is not compiled into this binary", t, t)

@@ -289,14 +289,14 @@ backend = "default"
 `
 	cases := []struct{ body, want string }{
 		{`tools = ["read_file"]` + "\ninstructions = \"x\"", "max_steps is required"},
-		{"max_steps = 0\ntools = [\"read_file\"]\ninstructions = \"x\"", "max_steps must be 1..64"},
-		{"max_steps = 65\ntools = [\"read_file\"]\ninstructions = \"x\"", "max_steps must be 1..64"},
-		{"max_steps = 2\ntools = []\ninstructions = \"x\"", "tools is required"},
-		{"max_steps = 2\ntools = [\"delete_file\"]\ninstructions = \"x\"", `tool "delete_file" is not an agent_loop tool`},
+		{"max_steps = 0\ntools = [\"read_file\"]\ninstructions = \"x\"", "max_steps must be within 1..64"},
+		{"max_steps = 65\ntools = [\"read_file\"]\ninstructions = \"x\"", "max_steps must be within 1..64"},
+		{"max_steps = 2\ntools = []\ninstructions = \"x\"", "tools must list at least one tool"},
+		{"max_steps = 2\ntools = [\"delete_file\"]\ninstructions = \"x\"", `tool "delete_file" is not available to agent_loop`},
 		{"max_steps = 2\ntools = [\"read_file\", \"read_file\"]\ninstructions = \"x\"", "listed twice"},
-		{"max_steps = 2\ntools = [\"read_file\"]", "exactly one of instructions and instructions_from"},
-		{"max_steps = 2\ntools = [\"read_file\"]\ninstructions = \"x\"\ninstructions_from = \"trigger.x\"", "exactly one"},
-		{"max_steps = 2\ntools = [\"read_file\"]\ninstructions = \"x\"\nmax_tokens = 0", "max_tokens must be 1 or more"},
+		{"max_steps = 2\ntools = [\"read_file\"]", "instructions (or instructions_from) is required"},
+		{"max_steps = 2\ntools = [\"read_file\"]\ninstructions = \"x\"\ninstructions_from = \"trigger.x\"", "not both"},
+		{"max_steps = 2\ntools = [\"read_file\"]\ninstructions = \"x\"\nmax_tokens = 0", "max_tokens must be at least 1"},
 	}
 	for _, tc := range cases {
 		_, err := tryCompile(base+tc.body, nil)

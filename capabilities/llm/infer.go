@@ -6,6 +6,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/kilnworks/kiln/capabilities/llm/intel"
+	llmspec "github.com/kilnworks/kiln/capabilities/llm/spec"
+	"github.com/kilnworks/kiln/capabilities/spec"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
@@ -23,35 +25,21 @@ type inferNode struct {
 }
 
 func prepareInfer(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) {
-	if n.Backend == "" {
-		return nil, fmt.Errorf("backend is required")
+	if err := spec.Err(llmspec.CheckInfer(n, spec.ForWorkflow(p.Workflow))); err != nil {
+		return nil, err
 	}
 	in := &inferNode{backend: n.Backend, prompt: n.Prompt}
-	switch {
-	case n.Prompt != "" && n.PromptFile != "":
-		return nil, fmt.Errorf("set prompt or prompt_file, not both")
-	case n.PromptFile != "":
-		data, ok := p.Workflow.Assets[n.PromptFile]
-		if !ok {
-			return nil, fmt.Errorf("prompt_file %q was not loaded: the file is missing or unreadable", n.PromptFile)
-		}
+	if n.PromptFile != "" {
+		data := p.Workflow.Assets[n.PromptFile] // present: checked above
 		if !utf8.Valid(data) {
 			return nil, fmt.Errorf("prompt_file %q is not UTF-8 text", n.PromptFile)
 		}
 		in.prompt = string(data)
-	case n.Prompt == "":
-		return nil, fmt.Errorf("prompt is required")
 	}
 	if n.OutputRepairs != nil {
-		if *n.OutputRepairs < 0 {
-			return nil, fmt.Errorf("output_repairs must be 0 or more, got %d", *n.OutputRepairs)
-		}
 		in.repairs = *n.OutputRepairs
 	}
 	if n.MaxTokens != nil {
-		if *n.MaxTokens < 1 {
-			return nil, fmt.Errorf("max_tokens must be 1 or more, got %d", *n.MaxTokens)
-		}
 		in.maxTokens = *n.MaxTokens
 	}
 	if n.OutputSchema != "" {

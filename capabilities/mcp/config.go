@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 
+	mcpspec "github.com/kilnworks/kiln/capabilities/mcp/spec"
+	"github.com/kilnworks/kiln/capabilities/spec"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/policy"
 	"github.com/kilnworks/kiln/runtime/workflow"
@@ -16,12 +18,12 @@ import (
 
 // DefaultServer names the server a node uses when the workflow declares no
 // [[mcp_servers]]: the one --mcp-stdio starts.
-const DefaultServer = "default"
+const DefaultServer = mcpspec.DefaultServer
 
 // Trigger types of this family.
 const (
-	TriggerUpdated = "mcp.resource.updated"
-	TriggerCreated = "mcp.resource.created"
+	TriggerUpdated = mcpspec.TriggerUpdated
+	TriggerCreated = mcpspec.TriggerCreated
 )
 
 // Server is one MCP server the pool can reach.
@@ -236,18 +238,10 @@ func SelectServer(wf *workflow.Workflow, name string) (string, error) {
 		declared = append(declared, s.Name)
 	}
 	if name != "" {
-		if len(declared) == 0 {
-			if name == DefaultServer {
-				return name, nil
-			}
-			return "", fmt.Errorf("server %q is not declared in [[mcp_servers]] (none is declared; the --mcp-stdio server is %q)", name, DefaultServer)
+		if err := spec.Err(mcpspec.CheckServer(wf, name)); err != nil {
+			return "", err
 		}
-		for _, d := range declared {
-			if d == name {
-				return name, nil
-			}
-		}
-		return "", fmt.Errorf("server %q is not declared in [[mcp_servers]] (declared: %s)", name, strings.Join(declared, ", "))
+		return name, nil
 	}
 	switch len(declared) {
 	case 0:

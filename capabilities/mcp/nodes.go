@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/kilnworks/kiln/capabilities/mcp/mcpclient"
+	mcpspec "github.com/kilnworks/kiln/capabilities/mcp/spec"
+	"github.com/kilnworks/kiln/capabilities/spec"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/policy"
 	"github.com/kilnworks/kiln/runtime/workflow"
@@ -31,6 +33,9 @@ func prepareServer(n *workflow.Node, p *runtime.Program) (Server, error) {
 }
 
 func prepareTool(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) {
+	if err := spec.Err(mcpspec.CheckCallTool(n, spec.ForWorkflow(p.Workflow))); err != nil {
+		return nil, err
+	}
 	if strings.TrimSpace(n.Tool) == "" {
 		return nil, errors.New("tool is required")
 	}
@@ -78,6 +83,9 @@ func prepareTool(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error)
 }
 
 func prepareResource(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) {
+	if err := spec.Err(mcpspec.CheckReadResource(n, spec.ForWorkflow(p.Workflow))); err != nil {
+		return nil, err
+	}
 	if strings.TrimSpace(n.ResourceFrom) == "" {
 		return nil, errors.New("resource_from is required")
 	}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/kilnworks/kiln/capabilities/internal/fire"
 	"github.com/kilnworks/kiln/capabilities/mcp/mcpclient"
+	mcpspec "github.com/kilnworks/kiln/capabilities/mcp/spec"
+	"github.com/kilnworks/kiln/capabilities/spec"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/policy"
 	"github.com/kilnworks/kiln/runtime/workflow"
@@ -61,6 +63,9 @@ type Listener struct {
 // NewListener checks triggers[index] and builds its listener.
 func NewListener(h *runtime.Host, index int, t workflow.Trigger) (*Listener, error) {
 	where := fmt.Sprintf("triggers[%d] (%s)", index, t.Type)
+	if err := spec.Err(mcpspec.CheckTrigger(&t, spec.ForWorkflow(h.Program.Workflow))); err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
 	if err := Validate(h.Program.Workflow); err != nil {
 		return nil, err
 	}

@@ -242,16 +242,16 @@ func TestBindingErrors(t *testing.T) {
 	priv := rsaJWK("p", &rsaKey1.PublicKey)
 	priv["d"] = "AQAB"
 	for binding, want := range map[string]string{
-		base + `algorithms = ["HS256"]` + "\njwks_json = '" + good + "'": `"HS256" is refused`,
-		base + `algorithms = ["none"]` + "\njwks_json = '" + good + "'":  `"none" is refused`,
-		`audience = "a"` + "\njwks_json = '" + good + "'":                "issuer and audience are required",
-		base:                                  "set jwks_file or jwks_json",
+		base + `algorithms = ["HS256"]` + "\njwks_json = '" + good + "'": `algorithm "HS256" is not supported`,
+		base + `algorithms = ["none"]` + "\njwks_json = '" + good + "'":  `algorithm "none" is not supported`,
+		`audience = "a"` + "\njwks_json = '" + good + "'":                "issuer is required",
+		base:                                  "jwks_file or jwks_json is required",
 		base + `jwks_file = "keys/jwks.json"`: "was not loaded",
-		base + `jwks_json = '{"keys":[]}'`:    "no RSA or EC signing key",
+		base + `jwks_json = '{"keys":[]}'`:    `must be a JSON Web Key Set with a non-empty "keys" array`,
 		base + `jwks_json = '` + jwks(rsaJWK("s", &smallRSA.PublicKey)) + `'`:          "below 2048",
 		base + `jwks_json = '` + jwks(priv) + `'`:                                      "private key material",
 		base + `jwks_json = '{"keys":[{"kty":"EC","crv":"P-256","x":"AQ","y":"AQ"}]}'`: "not on P-256",
-		base + `jwks_json = 'nope'`:                                                    "not valid JSON",
+		base + `jwks_json = 'nope'`:                                                    "must be a JSON Web Key Set",
 	} {
 		if _, err := newVerifier(host(t, binding, nil), "corp"); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: err = %v, want %q", binding, err, want)

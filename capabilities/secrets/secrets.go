@@ -36,6 +36,8 @@ import (
 	"syscall"
 	"time"
 
+	secretsspec "github.com/kilnworks/kiln/capabilities/secrets/spec"
+	"github.com/kilnworks/kiln/capabilities/spec"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
@@ -120,39 +122,18 @@ func sameSecret(a, b workflow.Secret) bool {
 	return string(x) == string(y)
 }
 
-// check validates one entry's fields for its source.
+// check validates one entry's fields for its source with the generator's
+// rules (capabilities/secrets/spec), then what only the registry knows: an
+// OAuth2 token endpoint must be https or loopback.
 func check(s workflow.Secret) error {
 	if s.Name == "" {
 		return fmt.Errorf("name is required")
 	}
-	switch s.Source {
-	case "env":
-		if s.Var == "" {
-			return fmt.Errorf("source env needs var")
-		}
-	case "file":
-		if s.Path == "" {
-			return fmt.Errorf("source file needs path")
-		}
-	case "command":
-		if len(s.Argv) == 0 || !filepath.IsAbs(s.Argv[0]) {
-			return fmt.Errorf("source command needs argv with an absolute argv[0] (no shell, no PATH lookup)")
-		}
-	case "oauth2":
-		if s.TokenURL == "" || s.ClientIDEnv == "" || s.ClientSecretEnv == "" {
-			return fmt.Errorf("source oauth2 needs token_url, client_id_env and client_secret_env")
-		}
-		if s.AuthStyle != "" && s.AuthStyle != "body" && s.AuthStyle != "basic" {
-			return fmt.Errorf("auth_style %q must be body or basic", s.AuthStyle)
-		}
-		if s.SkewSecs != nil && *s.SkewSecs < 0 {
-			return fmt.Errorf("skew_secs must be >= 0")
-		}
-		if err := checkTokenURL(s.TokenURL); err != nil {
-			return err
-		}
-	default:
-		return fmt.Errorf("source %q must be env, file, command or oauth2", s.Source)
+	if err := spec.Err(secretsspec.CheckSecret(&s)); err != nil {
+		return err
+	}
+	if s.Source == "oauth2" {
+		return checkTokenURL(s.TokenURL)
 	}
 	return nil
 }

@@ -95,6 +95,7 @@ type Auth struct {
 	Family string // filled in by the registry
 	Doc    string
 	Keys   []Key
+	Limits []string
 	// Bindings lists the declared binding names of this kind, sorted; nil
 	// for a kind that takes no binding (mtls).
 	Bindings func(a *workflow.Auth) []string

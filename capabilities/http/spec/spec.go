@@ -27,7 +27,7 @@ var Family = spec.Family{
 				{Name: "tokens", Type: spec.Strings, Doc: "literal tokens (tests only)"},
 			},
 			Bindings: func(a *workflow.Auth) []string { return slices.Sorted(maps.Keys(a.Bearer)) },
-			Check:    checkBearer,
+			Check:    CheckBearer,
 		},
 		{
 			Name: "basic",
@@ -38,7 +38,7 @@ var Family = spec.Family{
 				{Name: "credentials", Type: spec.Strings, Doc: "literal user:password pairs (tests only)"},
 			},
 			Bindings: func(a *workflow.Auth) []string { return slices.Sorted(maps.Keys(a.Basic)) },
-			Check:    checkBasic,
+			Check:    CheckBasic,
 		},
 		{
 			Name: "hmac",
@@ -53,19 +53,20 @@ var Family = spec.Family{
 				{Name: "tolerance_secs", Type: spec.Int, Default: "300", Doc: "the accepted timestamp skew (needs timestamp_header)"},
 			},
 			Bindings: func(a *workflow.Auth) []string { return slices.Sorted(maps.Keys(a.HMAC)) },
-			Check:    checkHMAC,
+			Check:    CheckHMAC,
 		},
 		{
 			Name:  "mtls",
 			Doc:   "The TLS client certificate, verified against [server.tls.client_auth] ca_file; takes no binding.",
-			Route: checkMTLS,
+			Route: CheckMTLS,
 		},
 	},
 	Needs:    needs,
 	NeedsDoc: "the environment variables bearer, basic and hmac bindings read (tokens_env, credentials_env, secret_env)",
 }
 
-func checkBearer(a *workflow.Auth, name string, ctx spec.Context) []spec.Issue {
+// CheckBearer checks one [auth.bearer.<name>] binding.
+func CheckBearer(a *workflow.Auth, name string, ctx spec.Context) []spec.Issue {
 	b := a.Bearer[name]
 	var is spec.Issues
 	oneSource(&is, "tokens_env, tokens_secret or tokens", b.TokensEnv, b.TokensSecret, b.Tokens != nil)
@@ -79,7 +80,8 @@ func checkBearer(a *workflow.Auth, name string, ctx spec.Context) []spec.Issue {
 	return is
 }
 
-func checkBasic(a *workflow.Auth, name string, ctx spec.Context) []spec.Issue {
+// CheckBasic checks one [auth.basic.<name>] binding.
+func CheckBasic(a *workflow.Auth, name string, ctx spec.Context) []spec.Issue {
 	b := a.Basic[name]
 	var is spec.Issues
 	oneSource(&is, "credentials_env, credentials_secret or credentials", b.CredentialsEnv, b.CredentialsSecret, b.Credentials != nil)
@@ -93,7 +95,8 @@ func checkBasic(a *workflow.Auth, name string, ctx spec.Context) []spec.Issue {
 	return is
 }
 
-func checkHMAC(a *workflow.Auth, name string, ctx spec.Context) []spec.Issue {
+// CheckHMAC checks one [auth.hmac.<name>] binding.
+func CheckHMAC(a *workflow.Auth, name string, ctx spec.Context) []spec.Issue {
 	h := a.HMAC[name]
 	var is spec.Issues
 	oneSource(&is, "secret_env, secret_name or secret", h.SecretEnv, h.SecretName, h.Secret != "")
@@ -130,9 +133,9 @@ func oneSource(is *spec.Issues, names string, env, secret string, literal bool) 
 	}
 }
 
-// checkMTLS: a route can only require a client certificate the server asks
-// for.
-func checkMTLS(wf *workflow.Workflow) []spec.Issue {
+// CheckMTLS checks what a route using mtls needs: a server that asks for
+// a client certificate.
+func CheckMTLS(wf *workflow.Workflow) []spec.Issue {
 	var is spec.Issues
 	if wf.Server == nil || wf.Server.TLS == nil || wf.Server.TLS.ClientAuth == nil || wf.Server.TLS.ClientAuth.Mode != "required" {
 		is.Add("mtls_requires_client_auth", `auth = "mtls" requires [server.tls.client_auth] mode = "required"`)

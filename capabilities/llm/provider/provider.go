@@ -15,6 +15,8 @@ import (
 
 	"github.com/kilnworks/kiln/capabilities/llm/intel"
 	"github.com/kilnworks/kiln/capabilities/llm/internal/post"
+	llmspec "github.com/kilnworks/kiln/capabilities/llm/spec"
+	"github.com/kilnworks/kiln/capabilities/spec"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
@@ -35,11 +37,8 @@ type SecretFunc func(name string) (string, error)
 // only). Structural mistakes (unknown provider, missing model, bad
 // base_url) are errors here, so they surface before any run.
 func New(b workflow.Backend, secret SecretFunc) (intel.Client, error) {
-	if b.Model == "" {
-		return nil, fmt.Errorf("backend %q (%s): model is required", b.Name, b.Provider)
-	}
-	if b.MaxTokens < 0 {
-		return nil, fmt.Errorf("backend %q (%s): max_tokens must be positive", b.Name, b.Provider)
+	if err := spec.Err(llmspec.CheckBackend(b)); err != nil {
+		return nil, fmt.Errorf("backend %q (%s): %w", b.Name, b.Provider, err)
 	}
 	base := b.BaseURL
 	switch b.Provider {

@@ -261,10 +261,10 @@ func TestNewRejectsBadBackends(t *testing.T) {
 		b    workflow.Backend
 		want string
 	}{
-		{workflow.Backend{Name: "x", Provider: "cohere", Model: "m"}, "unknown provider"},
+		{workflow.Backend{Name: "x", Provider: "cohere", Model: "m"}, `provider "cohere" must be anthropic, openai, gemini or openai-compatible`},
 		{workflow.Backend{Name: "x", Provider: "anthropic"}, "model is required"},
 		{workflow.Backend{Name: "x", Provider: "openai-compatible", Model: "m"}, "base_url is required"},
-		{workflow.Backend{Name: "x", Provider: "openai", Model: "m", BaseURL: "ftp://h"}, "not an http(s) URL"},
+		{workflow.Backend{Name: "x", Provider: "openai", Model: "m", BaseURL: "ftp://h"}, "must be an http(s) URL"},
 		{workflow.Backend{Name: "x", Provider: "openai", Model: "m", MaxTokens: -1}, "max_tokens"},
 	}
 	for _, tc := range cases {

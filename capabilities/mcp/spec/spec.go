@@ -85,29 +85,36 @@ var (
 	}
 )
 
-// checkServer: a named server must be declared, or be the --mcp-stdio
-// server "default" when none is.
-func checkServer(is *spec.Issues, name string, ctx spec.Context) {
-	wf := ctx.Workflow()
-	if name != "" && !spec.MCPServer(wf, name) && !(name == DefaultServer && len(wf.MCPServers) == 0) {
-		is.Add("unknown_mcp_server", "server %q is not declared in [[mcp_servers]]", name)
+// CheckServer checks a node's or trigger's `server` key: a named server
+// must be declared, or be the --mcp-stdio server "default" when none is.
+func CheckServer(wf *workflow.Workflow, name string) []spec.Issue {
+	var is spec.Issues
+	switch {
+	case name == "" || spec.MCPServer(wf, name):
+	case len(wf.MCPServers) == 0 && name != DefaultServer:
+		is.Add("unknown_mcp_server", "server %q is not declared in [[mcp_servers]] (none is declared; the --mcp-stdio server is %q)", name, DefaultServer)
+	case len(wf.MCPServers) > 0:
+		names := make([]string, len(wf.MCPServers))
+		for i, s := range wf.MCPServers {
+			names[i] = s.Name
+		}
+		is.Add("unknown_mcp_server", "server %q is not declared in [[mcp_servers]] (declared: %s)", name, strings.Join(names, ", "))
 	}
+	return is
 }
 
 // CheckCallTool checks a call_mcp_tool node.
 func CheckCallTool(n *workflow.Node, ctx spec.Context) []spec.Issue {
 	var is spec.Issues
 	is.Require("tool", n.Tool != "")
-	checkServer(&is, n.Server, ctx)
-	return is
+	return append(is, CheckServer(ctx.Workflow(), n.Server)...)
 }
 
 // CheckReadResource checks a read_mcp_resource node.
 func CheckReadResource(n *workflow.Node, ctx spec.Context) []spec.Issue {
 	var is spec.Issues
 	is.Require("resource_from", n.ResourceFrom != "")
-	checkServer(&is, n.Server, ctx)
-	return is
+	return append(is, CheckServer(ctx.Workflow(), n.Server)...)
 }
 
 // CheckTrigger checks an mcp.resource.* trigger.
@@ -115,8 +122,7 @@ func CheckTrigger(t *workflow.Trigger, ctx spec.Context) []spec.Issue {
 	var is spec.Issues
 	is.Require("server", t.Server != "")
 	is.Require("resource", t.Resource != "")
-	checkServer(&is, t.Server, ctx)
-	return is
+	return append(is, CheckServer(ctx.Workflow(), t.Server)...)
 }
 
 // CheckServers checks [[mcp_servers]].

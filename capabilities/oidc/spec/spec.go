@@ -7,14 +7,19 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/kilnworks/kiln/capabilities/spec"
 	"github.com/kilnworks/kiln/capabilities/spec/rules"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
-// Algorithms are the JWS algorithms a binding may accept.
-var Algorithms = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
+// Algorithms are the JWS algorithms the family verifies, so the ones a
+// binding may accept.
+var Algorithms = []string{"RS256", "RS384", "RS512", "ES256", "ES384"}
+
+// MaxClockSkewSecs bounds clock_skew_secs.
+const MaxClockSkewSecs = 600
 
 // Family is the oidc family's declaration.
 var Family = spec.Family{
@@ -28,16 +33,18 @@ var Family = spec.Family{
 			{Name: "jwks_file", Type: spec.String, Doc: "a JSON Web Key Set file, read at load time (this or jwks_json)"},
 			{Name: "jwks_json", Type: spec.String, Doc: "the JSON Web Key Set inline"},
 			{Name: "subject_allowlist", Type: spec.Strings, Doc: "the subjects accepted (absent: any)"},
-			{Name: "clock_skew_secs", Type: spec.Int, Default: "60", Doc: "the accepted clock skew"},
+			{Name: "clock_skew_secs", Type: spec.Int, Default: "60", Doc: "the accepted clock skew, 0..600"},
 			{Name: "algorithms", Type: spec.Strings, Default: `["RS256"]`, Doc: "the accepted algorithms"},
 		},
+		Limits:    []string{"algorithms: RS256, RS384, RS512, ES256, ES384", "clock_skew_secs 0..600", "nothing is fetched: keys are pinned"},
 		Bindings:  func(a *workflow.Auth) []string { return slices.Sorted(maps.Keys(a.OIDC)) },
 		NamedOnly: true,
-		Check:     checkOIDC,
+		Check:     CheckBinding,
 	}},
 }
 
-func checkOIDC(a *workflow.Auth, name string, ctx spec.Context) []spec.Issue {
+// CheckBinding checks one [auth.oidc.<name>] binding.
+func CheckBinding(a *workflow.Auth, name string, ctx spec.Context) []spec.Issue {
 	o := a.OIDC[name]
 	var is spec.Issues
 	if o.Issuer == "" {
@@ -62,11 +69,11 @@ func checkOIDC(a *workflow.Auth, name string, ctx spec.Context) []spec.Issue {
 	}
 	for _, alg := range o.Algorithms {
 		if !slices.Contains(Algorithms, alg) {
-			is.Add("invalid_auth_binding", "algorithm %q is not supported (RS256/384/512, PS256/384/512, ES256/384/512, EdDSA)", alg)
+			is.Add("invalid_auth_binding", "algorithm %q is not supported (%s)", alg, strings.Join(Algorithms, ", "))
 		}
 	}
-	if o.ClockSkewSecs != nil && *o.ClockSkewSecs < 0 {
-		is.Add("invalid_auth_binding", "clock_skew_secs must not be negative, got %d", *o.ClockSkewSecs)
+	if o.ClockSkewSecs != nil && (*o.ClockSkewSecs < 0 || *o.ClockSkewSecs > MaxClockSkewSecs) {
+		is.Add("invalid_auth_binding", "clock_skew_secs must be within 0..%d, got %d", MaxClockSkewSecs, *o.ClockSkewSecs)
 	}
 	for _, s := range o.SubjectAllowlist {
 		if s == "" {

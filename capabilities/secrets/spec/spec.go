@@ -104,6 +104,9 @@ func CheckSecret(s *workflow.Secret) []spec.Issue {
 	case "env":
 		is.EnvKey("var", s.Var)
 	case "command":
+		if s.Argv != nil && len(s.Argv) == 0 {
+			is.Add("invalid_secret", "argv must name a program")
+		}
 		if len(s.Argv) > 0 && !spec.CleanAbs(s.Argv[0]) {
 			is.Add("invalid_secret", "argv[0] %q must be a clean absolute path (no PATH lookup, no shell)", s.Argv[0])
 		}
