@@ -30,9 +30,13 @@ func readFile(pol *policy.Policy, resolved, root string) ([]byte, error) {
 		return nil, err
 	}
 	defer unix.Close(rootfd)
-	// O_NONBLOCK: opening a FIFO must not hang the node; it is refused
-	// below as not a regular file.
-	fd, err := beneath.Open(rootfd, rel(base, resolved), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
+	var fd int
+	r, err := beneath.Rel(base, resolved)
+	if err == nil {
+		// O_NONBLOCK: opening a FIFO must not hang the node; it is
+		// refused below as not a regular file.
+		fd, err = beneath.Open(rootfd, r, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
+	}
 	if err != nil {
 		return nil, outside(policy.FSReadCheck, resolved, err)
 	}
@@ -70,7 +74,10 @@ func existingMode(resolved, root string) (uint32, error) {
 		return 0, err
 	}
 	defer unix.Close(rootfd)
-	r := rel(base, resolved)
+	r, err := beneath.Rel(base, resolved)
+	if err != nil {
+		return perm, nil // writeFile refuses it
+	}
 	if r == "." {
 		return 0, unix.EISDIR
 	}
@@ -101,7 +108,10 @@ func writeFile(pol *policy.Policy, resolved, root string, data []byte, perm uint
 		return err
 	}
 	defer unix.Close(rootfd)
-	r := rel(base, resolved)
+	r, err := beneath.Rel(base, resolved)
+	if err != nil {
+		return outside(policy.FSWriteCheck, resolved, err)
+	}
 	if r == "." {
 		return unix.EISDIR
 	}
@@ -124,7 +134,11 @@ func createDir(pol *policy.Policy, resolved, root string) error {
 		return err
 	}
 	defer unix.Close(rootfd)
-	fd, err := beneath.MkdirAll(rootfd, rel(base, resolved), 0o755, allowWrite(pol))
+	var fd int
+	r, err := beneath.Rel(base, resolved)
+	if err == nil {
+		fd, err = beneath.MkdirAll(rootfd, r, 0o755, allowWrite(pol))
+	}
 	if err != nil {
 		return outside(policy.FSWriteCheck, resolved, err)
 	}
@@ -187,15 +201,6 @@ func openRoot(root string, forWrite bool) (int, string, error) {
 			return fd, base, err
 		}
 	}
-}
-
-// rel is resolved relative to base, an ancestor of it (or itself: ".").
-func rel(base, resolved string) string {
-	r, err := filepath.Rel(base, resolved)
-	if err != nil {
-		return resolved // absolute: Open refuses it as outside
-	}
-	return r
 }
 
 // confirm checks the path the kernel reports for fd (joined with name,

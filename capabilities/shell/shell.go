@@ -129,11 +129,11 @@ func openCommand(pol *policy.Policy, resolved, root string) (*os.File, error) {
 		return nil, err
 	}
 	defer unix.Close(rootfd)
-	rel, err := filepath.Rel(root, resolved)
-	if err != nil {
-		return nil, err
+	rel, err := beneath.Rel(root, resolved)
+	fd := -1
+	if err == nil {
+		fd, err = beneath.Open(rootfd, rel, unix.O_PATH)
 	}
-	fd, err := beneath.Open(rootfd, rel, unix.O_PATH)
 	if errors.Is(err, beneath.ErrOutside) {
 		return nil, &policy.Denial{What: "shell.run", Target: resolved, Reason: "a symlink or '..' on the way leads outside the allowlist root"}
 	}

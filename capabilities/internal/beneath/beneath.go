@@ -16,7 +16,6 @@ package beneath
 import (
 	"errors"
 	"os"
-	"path"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -74,7 +73,7 @@ func Open(dirfd int, name string, flags int) (int, error) {
 // never by the kernel. ".." goes back to the directory the walk came from
 // and may not go above dirfd.
 func walk(dirfd int, name string, flags int) (int, error) {
-	if path.IsAbs(name) {
+	if strings.HasPrefix(name, "/") {
 		return -1, ErrOutside
 	}
 	var dirs []int // the directories walked into below dirfd, innermost last
@@ -124,7 +123,7 @@ func walk(dirfd int, name string, flags int) (int, error) {
 			if links++; links > maxLinks {
 				return -1, unix.ELOOP
 			}
-			if path.IsAbs(target) {
+			if strings.HasPrefix(target, "/") {
 				return -1, ErrOutside
 			}
 			todo = append(strings.Split(target, "/"), todo...)
@@ -200,7 +199,7 @@ func MkdirAll(dirfd int, name string, perm uint32, allow func(path string) error
 			if perr != nil {
 				return -1, perr
 			}
-			if err := allow(path.Join(parent, c)); err != nil {
+			if err := allow(strings.TrimSuffix(parent, "/") + "/" + c); err != nil {
 				return -1, err
 			}
 			if err := unix.Mkdirat(cur, c, perm); err != nil && err != unix.EEXIST {
@@ -222,6 +221,20 @@ func MkdirAll(dirfd int, name string, perm uint32, allow func(path string) error
 	return fd, nil
 }
 
+// Rel returns the absolute, clean path p relative to root, which must be
+// p itself ("."), "/" or an ancestor of p; otherwise ErrOutside.
+func Rel(root, p string) (string, error) {
+	switch {
+	case p == root:
+		return ".", nil
+	case root == "/" && strings.HasPrefix(p, "/"):
+		return p[1:], nil
+	case strings.HasPrefix(p, root+"/"):
+		return p[len(root)+1:], nil
+	}
+	return "", ErrOutside
+}
+
 // Path returns the absolute path the kernel reports for fd (the link
 // /proc/self/fd/N): where the opened object is now, whatever path led to
 // it. A caller checks this against its allowlist before it uses fd.
@@ -230,7 +243,7 @@ func Path(fd int) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if !path.IsAbs(p) {
+	if !strings.HasPrefix(p, "/") {
 		return "", errors.New("descriptor " + strconv.Itoa(fd) + " is not a file (" + p + ")")
 	}
 	return p, nil
