@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 )
@@ -85,13 +86,33 @@ func readCheckpoint(path string) (*Checkpoint, error) {
 	return cp, nil
 }
 
+// decodeError says what was wrong with a checkpoint in its own terms,
+// not encoding/json's (Go type names).
+func decodeError(err error) error {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		return errors.New(strings.TrimPrefix(err.Error(), "json: "))
+	}
+	want := "an object"
+	switch te.Type.Kind() {
+	case reflect.String:
+		want = "a string"
+	case reflect.Int:
+		want = "an integer"
+	}
+	if te.Field == "" {
+		return fmt.Errorf("the checkpoint is a JSON %s, want an object", te.Value)
+	}
+	return fmt.Errorf("field %s is a JSON %s, want %s", te.Field, te.Value, want)
+}
+
 func decodeCheckpoint(data []byte, runID string) (*Checkpoint, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber() // outputs keep their number text, as in a live run
 	dec.DisallowUnknownFields()
 	var f checkpointFile
 	if err := dec.Decode(&f); err != nil {
-		return nil, err
+		return nil, decodeError(err)
 	}
 	if dec.More() {
 		return nil, fmt.Errorf("trailing data after the checkpoint object")
