@@ -10,6 +10,7 @@ import (
 
 	_ "github.com/kilnworks/kiln/capabilities/all"
 	"github.com/kilnworks/kiln/capabilities/catalog"
+	specs "github.com/kilnworks/kiln/capabilities/spec/all"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
@@ -249,5 +250,50 @@ func TestTagsRoundTrip(t *testing.T) {
 	keys := catalog.KeysOf([]string{"fs", "httpclient"})
 	if !sort.StringsAreSorted(keys) || !reflect.DeepEqual(keys, []string{"tools.fs", "tools.http"}) {
 		t.Errorf("keys = %v", keys)
+	}
+}
+
+// TestCatalogMatchesSpecs: every node kind, trigger type and route auth
+// kind of the catalog has a declaration in its family's spec package, and
+// every declaration is in the catalog under the same family.
+func TestCatalogMatchesSpecs(t *testing.T) {
+	for _, f := range catalog.Families {
+		for _, k := range f.NodeKinds {
+			if d, ok := specs.Kind(k); !ok || d.Family != f.ID {
+				t.Errorf("catalog node kind %s (%s) has no declaration in capabilities/%s/spec", k, f.ID, f.ID)
+			}
+		}
+		for _, tr := range f.Triggers {
+			if d, ok := specs.Trigger(tr); !ok || d.Family != f.ID {
+				t.Errorf("catalog trigger type %s (%s) has no declaration in capabilities/%s/spec", tr, f.ID, f.ID)
+			}
+		}
+		for _, a := range f.AuthKinds {
+			if d, ok := specs.Auth(a); !ok || d.Family != f.ID {
+				t.Errorf("catalog auth kind %s (%s) has no declaration in capabilities/%s/spec", a, f.ID, f.ID)
+			}
+		}
+	}
+	for _, d := range specs.Families() {
+		f, ok := catalog.Lookup(d.ID)
+		if !ok {
+			t.Errorf("spec family %s is not in the catalog", d.ID)
+			continue
+		}
+		for _, k := range d.Kinds {
+			if !slices.Contains(f.NodeKinds, k.Name) {
+				t.Errorf("declared node kind %s is not in catalog family %s", k.Name, f.ID)
+			}
+		}
+		for _, tr := range d.Triggers {
+			if !slices.Contains(f.Triggers, tr.Name) {
+				t.Errorf("declared trigger type %s is not in catalog family %s", tr.Name, f.ID)
+			}
+		}
+		for _, a := range d.Auths {
+			if !slices.Contains(f.AuthKinds, a.Name) {
+				t.Errorf("declared auth kind %s is not in catalog family %s", a.Name, f.ID)
+			}
+		}
 	}
 }

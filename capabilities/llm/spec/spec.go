@@ -65,7 +65,7 @@ var Family = spec.Family{
 				{Name: "tools", Type: spec.Strings, Required: true, Doc: "node kinds the model may call: " + strings.Join(AgentTools, ", ")},
 				{Name: "instructions", Type: spec.String, Doc: "the task, a {{marker}} template (this or instructions_from)"},
 				{Name: "instructions_from", Type: spec.Path, Doc: "the task, from the run context"},
-				maxTokens,
+				{Name: "max_tokens", Type: spec.Int, Doc: "the most tokens the whole loop may spend"},
 			},
 			Limits:   []string{"max_steps 1..64", "max_tokens >= 1 (the loop's total)", "one observation sent to the model at most 16 KiB"},
 			Check:    CheckAgentLoop,
@@ -81,7 +81,7 @@ var Family = spec.Family{
 
 var (
 	backend   = spec.Key{Name: "backend", Type: spec.String, Required: true, Doc: "a [[intelligence.backends]] name, or \"default\" (the process's --intel-* backend)"}
-	maxTokens = spec.Key{Name: "max_tokens", Type: spec.Int, Doc: "the completion token cap"}
+	maxTokens = spec.Key{Name: "max_tokens", Type: spec.Int, Doc: "the completion token cap of each call"}
 )
 
 func inferFiles(n *workflow.Node) []string {
