@@ -159,7 +159,7 @@ func Decode(name string, data []byte) (*workflow.Workflow, error) {
 	return wf, nil
 }
 
-// respellRateLimits accepts the seed's `[[http_routes.rate_limit]]` spelling
+// respellRateLimits accepts the older `[[http_routes.rate_limit]]` spelling
 // (an array of tables under the route) as the table it means, when the
 // route has exactly one; more than one is an error, since a route has one
 // bucket. It rewrites raw in place and reports whether it changed anything.

@@ -21,8 +21,8 @@ path = "/hook"
 start_node = "main"
 `
 
-// The seed's section on rate limiting spells the bucket as an array of
-// tables; kiln reads it as the one table it means.
+// An older spelling of rate limiting (docs/serve.md) writes the bucket
+// as an array of tables; kiln reads it as the one table it means.
 func TestRateLimitArraySpelling(t *testing.T) {
 	for name, src := range map[string]string{
 		"table": routeHead + "[http_routes.rate_limit]\ncapacity = 10\nper_second = 1.5\n",

@@ -75,8 +75,8 @@ func (c *checker) checkGraph() {
 		if e.MaxIterations != nil {
 			// A loop edge may share its label with one plain edge: the
 			// engine follows the loop while it has budget, then the plain
-			// edge (seed 004 §2: "another matching edge"). Two loop edges
-			// on one label would be ambiguous.
+			// edge (docs/reference.md, Edges). Two loop edges on one label
+			// would be ambiguous.
 			loops[ok2] = append(loops[ok2], e.To)
 			if len(loops[ok2]) == 2 {
 				c.add("ambiguous_branch_edges", "%s: %d loop edges for when = %q (to %s); at most one may fire",

@@ -18,7 +18,7 @@ import (
 
 // WorkflowSigSuffix names a workflow file's detached signature:
 // WORKFLOW.toml.sig holds the base64 of the 64-byte Ed25519 signature over
-// the file's exact bytes (seed 004 §signing, RFC 0002).
+// the file's exact bytes (docs/supply-chain.md).
 const WorkflowSigSuffix = ".sig"
 
 // SignatureError says a workflow file's signature is missing, malformed or

@@ -21,7 +21,7 @@ type HTTPResponse struct {
 	Body        string `json:"body"`
 }
 
-// Outcome is how a run ended (WORKFLOW-FORMAT §6).
+// Outcome is how a run ended (docs/durable-runs.md).
 type Outcome struct {
 	Status       string
 	FinalValue   any
@@ -36,7 +36,7 @@ type Outcome struct {
 
 // MarshalJSON renders the outcome in the wire shape of its status.
 func (o *Outcome) MarshalJSON() ([]byte, error) {
-	// Field order follows WORKFLOW-FORMAT §6 (status first), so people
+	// Field order is the documented one (status first), so people
 	// reading the output see the verdict before the details.
 	var last any
 	if o.LastNode != "" {
@@ -150,7 +150,7 @@ type Report struct {
 	WallMS      int64
 }
 
-// Record renders the run record of `--record PATH` (WORKFLOW-FORMAT §6),
+// Record renders the run record of `--record PATH` (docs/durable-runs.md),
 // its fields (and the cost counters) in the order the format lists them,
 // like the outcome itself.
 func (r *Report) Record() ([]byte, error) {

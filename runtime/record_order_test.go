@@ -8,7 +8,7 @@ import (
 )
 
 // TestRecordFieldOrder pins the run record to the key order of
-// WORKFLOW-FORMAT §6, including inside "detail" (the outcome, status
+// the run record (docs/durable-runs.md), including inside "detail" (the outcome, status
 // first) and "cost": people diff and grep these files.
 func TestRecordFieldOrder(t *testing.T) {
 	p := compileT(t, []workflow.Node{out("a", `{"v":1.0}`)}, nil)

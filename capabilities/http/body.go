@@ -19,7 +19,7 @@ import (
 )
 
 // parseBody turns a request body into the trigger payload by content
-// type (WORKFLOW-FORMAT §7): urlencoded forms and multipart text fields
+// type (docs/serve.md): urlencoded forms and multipart text fields
 // become flat objects of strings; anything else is JSON (empty = null).
 // dropped lists the multipart file parts that were discarded.
 func parseBody(contentType string, body []byte) (payload any, dropped []string, err error) {

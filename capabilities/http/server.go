@@ -1,7 +1,7 @@
 // Package http is kiln's HTTP serve mode (family kiln_http): it serves a
 // workflow's [[http_routes]] as webhook endpoints with per-route auth,
 // rate limits, body parsing, input schemas and idempotency, plus
-// /healthz, /readyz and /metrics (WORKFLOW-FORMAT §7). Further auth kinds
+// /healthz, /readyz and /metrics (docs/serve.md). Further auth kinds
 // (oidc) register through RegisterAuthKind.
 package http
 
@@ -29,7 +29,7 @@ import (
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
-// Limits of WORKFLOW-FORMAT §7.
+// Limits of serve mode (docs/serve.md).
 const (
 	MaxBodyBytes   = 1 << 20  // larger bodies get 413
 	MaxHeaderBytes = 16 << 10 // larger request heads get 431
@@ -347,7 +347,7 @@ func (l serverLog) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// ServeHTTP answers one request in the order of WORKFLOW-FORMAT §7.
+// ServeHTTP answers one request in the order docs/serve.md lists.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if headSize(r) > MaxHeaderBytes {
 		writeJSON(w, http.StatusRequestHeaderFieldsTooLarge, map[string]any{"error": "request header fields too large",
@@ -438,7 +438,7 @@ type admitted struct {
 }
 
 // admit takes a request through the route's checks in the order of
-// WORKFLOW-FORMAT §7 (rate limit, body, auth, parsing, input schema,
+// docs/serve.md (rate limit, body, auth, parsing, input schema,
 // idempotency) and builds the run's trigger. A request it answers itself
 // comes back with that reply's status code (never 0: net/http refuses
 // codes under 100); an admitted one with 0. It returns before the run

@@ -86,7 +86,7 @@ func (s *tlsState) config() *tls.Config {
 
 // resolvePath resolves a path declared in the workflow: relative paths
 // are tried against the workflow file's directory first, then the
-// working directory (WORKFLOW-FORMAT §1).
+// working directory (docs/serve.md).
 func resolvePath(wf *workflow.Workflow, p string) string {
 	if filepath.IsAbs(p) || wf.Source == "" {
 		return p

@@ -1,6 +1,6 @@
 package llm
 
-// agent_loop is a bounded ReAct loop inside one node (seed 004, v0.8).
+// agent_loop is a bounded ReAct loop inside one node (docs/agent_loop.md).
 //
 // The protocol the model is told (see docs/agent_loop.md): every reply is
 // exactly one JSON object, either

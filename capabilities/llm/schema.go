@@ -49,7 +49,7 @@ func compileSchema(name string, assets map[string][]byte) (*outputSchema, error)
 }
 
 // answerError is a rejected answer. When the answer was not JSON at all,
-// the text says so ("JSON"), as WORKFLOW-FORMAT §6 requires.
+// the text says so ("JSON"), as docs/intelligence.md documents.
 type answerError struct{ msg string }
 
 func (e *answerError) Error() string { return e.msg }

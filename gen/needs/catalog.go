@@ -1,5 +1,5 @@
-// Package needs reads needs catalogs (seed 000's AgentNeeds and
-// DependencyNeeds, in TOML) and computes a workflow's effective needs: the
+// Package needs reads needs catalogs (AgentNeeds and DependencyNeeds,
+// in TOML; docs/needs.md) and computes a workflow's effective needs: the
 // needs of every class the workflow uses, merged, deduplicated and checked
 // against the workflow's own [policy].
 package needs
@@ -34,7 +34,7 @@ type Entry struct {
 	Needs     Needs  `toml:"needs"`
 }
 
-// Needs are the five categories of seed 000.
+// Needs are the five categories of docs/needs.md.
 type Needs struct {
 	Secrets      []SecretNeed     `toml:"secrets"`
 	OAuth        []OAuthNeed      `toml:"oauth"`

@@ -135,7 +135,7 @@ func evaluate(p *preflightFlags, o Options) (*needs.Report, error) {
 	}
 	rep := needs.Evaluate(b.Needs, env)
 	// The keys a degraded build leaves out are part of the report too:
-	// visible, never silent (seed 001), but they do not block the start.
+	// visible, never silent (docs/needs.md), but they do not block the start.
 	have := map[string]bool{}
 	for _, it := range rep.Needs {
 		have[it.ID] = true

@@ -56,7 +56,7 @@ type Document struct {
 	Degraded     []string          `json:"degraded,omitempty"`
 }
 
-// AgentsBlock advertises the manifest-runtime floor (seed 003).
+// AgentsBlock advertises the manifest-runtime floor (docs/needs.md).
 type AgentsBlock struct {
 	Supported       bool            `json:"supported"`
 	ManifestRuntime ManifestRuntime `json:"manifestRuntime"`

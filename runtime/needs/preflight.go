@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// Need statuses (seed 000).
+// Need statuses (docs/needs.md).
 const (
 	Satisfied        = "satisfied"
 	Missing          = "missing"

@@ -1,5 +1,5 @@
-// Package policy decides what the compiled-in tools may touch
-// (WORKFLOW-FORMAT §4). A workflow without [policy] allows everything
+// Package policy decides what the compiled-in tools may touch (each node
+// kind's gate: docs/reference.md). A workflow without [policy] allows everything
 // (development only; the CLI warns); with [policy], every family not listed
 // is denied, and so is every target no pattern of its family matches.
 //

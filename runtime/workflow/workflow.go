@@ -1,5 +1,5 @@
 // Package workflow holds the plain Go types of a kiln workflow: every table
-// and node kind of the TOML dialect (docs: shared WORKFLOW-FORMAT §1–§2).
+// and node kind of the TOML dialect (docs/reference.md).
 //
 // The same types are filled by the strict TOML loader in package gen (for
 // `kiln run`) and emitted as Go composite literals into sealed binaries, so

@@ -1,5 +1,5 @@
 // Package transport is the client side of the `default` intelligence
-// backend (WORKFLOW-FORMAT §5): JSON-RPC 2.0 `complete` over a Unix socket
+// backend (docs/intelligence.md): JSON-RPC 2.0 `complete` over a Unix socket
 // (one connection per call, frames of a 4-byte little-endian length then
 // UTF-8 JSON, at most 16 MiB) or over HTTP (the same envelope POSTed,
 // unframed, optional bearer token). The framing and envelope types are

@@ -46,6 +46,11 @@ func Markdown() []byte {
 		p("Output: `%s`.\n", k.Output)
 	}
 
+	p("\n## Edges\n\n")
+	p("An `[[edges]]` entry takes `from` and `to` (node ids, required), `when` (a branch label; an edge without it matches a node that ")
+	p("takes no branch) and `max_iterations` (>= 1), which makes it a bounded loop edge: the engine follows it while it has budget, ")
+	p("then another edge with the same label. At most one plain edge and one loop edge may share a label; only loop edges may close a cycle.\n")
+
 	p("\n## Trigger types\n\n")
 	p("Every `[[triggers]]` entry takes `type` and `start_node` (required: a `[[start_nodes]]` name). ")
 	p("A trigger starts a run only in serve mode, one run at a time per trigger.\n\n")
