@@ -343,22 +343,18 @@ func RedactBody(contentType string, body []byte) []byte {
 
 // Short secrets. Each is reported once, to the function WarnShortSecrets
 // installs; those registered before it is installed wait for it. A value
-// registered without a name and then with one is reported by its name.
+// registered without a name and then with one (before it was reported) is
+// reported by its name.
 var short struct {
-	mu       sync.Mutex
-	report   func(name string)
-	pending  []string          // values, in registration order
-	names    map[string]string // value -> name ("" = not known)
-	reported map[string]bool   // by value
+	mu      sync.Mutex
+	report  func(name string)
+	pending []string          // values not reported yet, in registration order
+	names   map[string]string // every short value seen -> its name ("" = not known)
 }
 
 func noteShort(name, value string) {
 	short.mu.Lock()
-	if short.reported[value] {
-		short.mu.Unlock()
-		return
-	}
-	if known, ok := short.names[value]; ok {
+	if known, ok := short.names[value]; ok { // seen: reported or pending
 		if known == "" && name != "" {
 			short.names[value] = name
 		}
@@ -366,7 +362,7 @@ func noteShort(name, value string) {
 		return
 	}
 	if short.names == nil {
-		short.names, short.reported = map[string]string{}, map[string]bool{}
+		short.names = map[string]string{}
 	}
 	short.names[value] = name
 	report := short.report
@@ -375,7 +371,6 @@ func noteShort(name, value string) {
 		short.mu.Unlock()
 		return
 	}
-	short.reported[value] = true
 	short.mu.Unlock()
 	report(name)
 }
@@ -390,7 +385,6 @@ func WarnShortSecrets(report func(name string)) {
 	var names []string
 	if report != nil {
 		for _, v := range short.pending {
-			short.reported[v] = true
 			names = append(names, short.names[v])
 		}
 		short.pending = nil

@@ -18,8 +18,8 @@ func isolateSecrets(t *testing.T) {
 	redactor.Store(nil)
 	redactMu.Unlock()
 	short.mu.Lock()
-	oldReport, oldPending, oldNames, oldReported := short.report, short.pending, short.names, short.reported
-	short.report, short.pending, short.names, short.reported = nil, nil, nil, nil
+	oldReport, oldPending, oldNames := short.report, short.pending, short.names
+	short.report, short.pending, short.names = nil, nil, nil
 	short.mu.Unlock()
 	t.Cleanup(func() {
 		redactMu.Lock()
@@ -27,7 +27,7 @@ func isolateSecrets(t *testing.T) {
 		redactor.Store(oldSet)
 		redactMu.Unlock()
 		short.mu.Lock()
-		short.report, short.pending, short.names, short.reported = oldReport, oldPending, oldNames, oldReported
+		short.report, short.pending, short.names = oldReport, oldPending, oldNames
 		short.mu.Unlock()
 	})
 }
