@@ -160,11 +160,7 @@ func (c *checker) checkTriggers() {
 		where := fmt.Sprintf("triggers[%d] (%s)", i, t.Type)
 		tr, ok := all.Trigger(t.Type)
 		if !ok {
-			if t.Type == "" {
-				c.add("missing_field", "%s: type is required", where)
-			} else {
-				c.add("unknown_trigger_type", "%s: unknown trigger type %q (known: %s)", where, t.Type, strings.Join(all.Triggers(), ", "))
-			}
+			c.unknownType(where, "trigger type", t.Type, all.Triggers())
 			continue
 		}
 		c.addAll(where, spec.NotAllowed(t, tr.Keys, "type", "start_node"))

@@ -3,6 +3,8 @@ package gen
 import (
 	"fmt"
 	"strings"
+
+	"github.com/kilnworks/kiln/capabilities/spec"
 )
 
 // outKey groups a node's out-edges by branch label.
@@ -13,14 +15,9 @@ var startSources = map[string]bool{"manual": true, "http": true, "event": true}
 func (c *checker) checkStartNodes() {
 	seen := map[string]bool{}
 	for i, s := range c.wf.StartNodes {
-		where := fmt.Sprintf("start node %q", s.Name)
-		if s.Name == "" {
-			where = fmt.Sprintf("start_nodes[%d]", i)
-			c.add("missing_field", "%s: name is required", where)
-		} else if seen[s.Name] {
-			c.add("duplicate_start_node", "%s: name is declared more than once", where)
-		}
-		seen[s.Name] = true
+		var is spec.Issues
+		where := is.Entry("start_nodes", "start node", i, s.Name, seen, "duplicate_start_node")
+		c.issues = append(c.issues, is...)
 		switch {
 		case s.Source == "":
 			c.add("missing_field", "%s: source is required (manual, http or event)", where)

@@ -39,17 +39,23 @@ func (c *checker) checkNode(n *workflow.Node, i int) {
 	}
 	kind, ok := all.Kind(n.Type)
 	if !ok {
-		if n.Type == "" {
-			c.add("missing_field", "%s: type is required", where)
-		} else {
-			c.add("unknown_node_type", "%s: unknown node type %q (known: %s)", where, n.Type, strings.Join(all.Kinds(), ", "))
-		}
+		c.unknownType(where, "node type", n.Type, all.Kinds())
 		return
 	}
 	c.addAll(where, spec.NotAllowed(n, kind.Keys, commonNodeKeys...))
 	c.checkRetry(where, n.Retry)
 	c.addAll(where, spec.PathIssues(n, kind.Keys))
 	c.addAll(where, kind.Check(n, c.ctx))
+}
+
+// unknownType reports a node's or trigger's type that is missing or that
+// no family declares (unknown_node_type, unknown_trigger_type).
+func (c *checker) unknownType(where, what, typ string, known []string) {
+	if typ == "" {
+		c.add("missing_field", "%s: type is required", where)
+		return
+	}
+	c.add("unknown_"+strings.ReplaceAll(what, " ", "_"), "%s: unknown %s %q (known: %s)", where, what, typ, strings.Join(known, ", "))
 }
 
 func (c *checker) checkRetry(where string, r *workflow.Retry) {

@@ -76,3 +76,19 @@ func (is *Issues) SecretRef(wf *workflow.Workflow, key, name string) {
 		is.Add("unknown_secret", "%s %q is not declared in [[secrets]]", key, name)
 	}
 }
+
+// Entry names the i-th entry of a named table in messages (`what "name"`,
+// or `table[i]` when it has no name) and reports a missing name or one
+// seen before (dupCode).
+func (is *Issues) Entry(table, what string, i int, name string, seen map[string]bool, dupCode string) string {
+	where := fmt.Sprintf("%s %q", what, name)
+	switch {
+	case name == "":
+		where = fmt.Sprintf("%s[%d]", table, i)
+		is.Add("missing_field", "%s: name is required", where)
+	case seen[name]:
+		is.Add(dupCode, "%s: declared more than once", where)
+	}
+	seen[name] = true
+	return where
+}

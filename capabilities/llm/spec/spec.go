@@ -5,7 +5,6 @@
 package spec
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 
@@ -169,14 +168,7 @@ func CheckBackends(wf *workflow.Workflow, _ spec.Context) []spec.Issue {
 	var is spec.Issues
 	seen := map[string]bool{}
 	for i, b := range wf.Intelligence.Backends {
-		where := fmt.Sprintf("backend %q", b.Name)
-		if b.Name == "" {
-			where = fmt.Sprintf("intelligence.backends[%d]", i)
-			is.Add("missing_field", "%s: name is required", where)
-		} else if seen[b.Name] {
-			is.Add("duplicate_backend", "%s: declared more than once", where)
-		}
-		seen[b.Name] = true
+		where := is.Entry("intelligence.backends", "backend", i, b.Name, seen, "duplicate_backend")
 		for _, e := range CheckBackend(b) {
 			is.Add(e.Code, "%s: %s", where, e.Message)
 		}

@@ -5,7 +5,6 @@
 package spec
 
 import (
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -130,14 +129,7 @@ func CheckServers(wf *workflow.Workflow, _ spec.Context) []spec.Issue {
 	var is spec.Issues
 	seen := map[string]bool{}
 	for i, s := range wf.MCPServers {
-		where := fmt.Sprintf("mcp server %q", s.Name)
-		if s.Name == "" {
-			where = fmt.Sprintf("mcp_servers[%d]", i)
-			is.Add("missing_field", "%s: name is required", where)
-		} else if seen[s.Name] {
-			is.Add("duplicate_mcp_server", "%s: declared more than once", where)
-		}
-		seen[s.Name] = true
+		where := is.Entry("mcp_servers", "mcp server", i, s.Name, seen, "duplicate_mcp_server")
 		switch {
 		case len(s.Command) == 0 && s.URL == "":
 			is.Add("invalid_mcp_server", "%s: command (stdio) or url (streamable HTTP) is required", where)

@@ -4,7 +4,6 @@
 package spec
 
 import (
-	"fmt"
 	"regexp"
 
 	"github.com/kilnworks/kiln/capabilities/spec"
@@ -54,17 +53,10 @@ func CheckSecrets(wf *workflow.Workflow, _ spec.Context) []spec.Issue {
 	seen := map[string]bool{}
 	for i := range wf.Secrets {
 		s := &wf.Secrets[i]
-		where := fmt.Sprintf("secret %q", s.Name)
-		switch {
-		case s.Name == "":
-			where = fmt.Sprintf("secrets[%d]", i)
-			is.Add("missing_field", "%s: name is required", where)
-		case !nameRe.MatchString(s.Name):
+		where := is.Entry("secrets", "secret", i, s.Name, seen, "duplicate_secret")
+		if s.Name != "" && !nameRe.MatchString(s.Name) {
 			is.Add("invalid_secret", "%s: name must be letters, digits, _, . or - (starting with a letter or _)", where)
-		case seen[s.Name]:
-			is.Add("duplicate_secret", "%s: declared more than once", where)
 		}
-		seen[s.Name] = true
 		for _, e := range CheckSecret(s) {
 			is.Add(e.Code, "%s: %s", where, e.Message)
 		}
