@@ -186,9 +186,7 @@ func RedactJSON(b []byte) []byte {
 	if rs == nil {
 		return b
 	}
-	// Without a backslash (and with valid UTF-8) every string decodes to
-	// its own bytes: a text that holds no secret holds none in a string.
-	if bytes.IndexByte(b, '\\') < 0 && utf8.Valid(b) && !rs.containsBytes(b) {
+	if canonicalJSON(b) && !rs.containsBytes(b) {
 		return b
 	}
 	out, err := redactJSONStrings(rs, b)
@@ -196,6 +194,53 @@ func RedactJSON(b []byte) []byte {
 		return RedactBytes(b) // not JSON: never let a secret through
 	}
 	return out
+}
+
+// canonicalJSON reports whether every string of the JSON text b is written
+// as EncodeJSON writes it: valid UTF-8, U+2028 and U+2029 escaped, and
+// every escape the one EncodeJSON uses for its character. Encoding a
+// string escapes it character by character, so a string of such a text
+// holds a secret only where the text holds the secret's raw or encoded
+// form, and RedactValue registers both: a text without either needs no
+// decoding (most output, kiln's own encoding included).
+func canonicalJSON(b []byte) bool {
+	if !utf8.Valid(b) || bytes.Contains(b, []byte("\u2028")) || bytes.Contains(b, []byte("\u2029")) {
+		return false
+	}
+	for i := 0; ; {
+		j := bytes.IndexByte(b[i:], '\\')
+		if j < 0 {
+			return true
+		}
+		i += j
+		if i+1 >= len(b) {
+			return false
+		}
+		switch b[i+1] {
+		case '"', '\\', 'b', 'f', 'n', 'r', 't':
+			i += 2
+			continue
+		case 'u':
+		default:
+			return false // \/ and the like
+		}
+		if i+6 > len(b) {
+			return false
+		}
+		switch hex := string(b[i+2 : i+6]); {
+		case hex == "2028" || hex == "2029":
+		case hex[:2] == "00" && (hex[2] == '0' || hex[2] == '1') && strings.IndexByte("0123456789abcdef", hex[3]) >= 0:
+			// \u00XX is EncodeJSON's form for control characters except
+			// those with a short escape.
+			switch hex {
+			case "0008", "0009", "000a", "000c", "000d":
+				return false
+			}
+		default:
+			return false
+		}
+		i += 6
+	}
 }
 
 // redactJSONStrings rewrites the string values of b that hold a secret.
