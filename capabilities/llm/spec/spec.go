@@ -25,9 +25,13 @@ const (
 	InlineSchema = "inline"
 )
 
-// AgentTools are the node kinds an agent_loop may be given as tools,
-// sorted.
-var AgentTools = []string{"call_mcp_tool", "http_request", "read_env", "read_file", "shell_run", "write_file"}
+// agentTools lists the node kinds an agent_loop may be given as tools,
+// sorted; a constant, so the declaration below stays static data that a
+// sealed binary does not link.
+const agentTools = "call_mcp_tool, http_request, read_env, read_file, shell_run, write_file"
+
+// AgentTools are the node kinds an agent_loop may be given as tools.
+var AgentTools = strings.Split(agentTools, ", ")
 
 // Providers are the intelligence providers a backend may name.
 var Providers = []string{"anthropic", "openai", "gemini", "openai-compatible"}
@@ -61,7 +65,7 @@ var Family = spec.Family{
 			Keys: []spec.Key{
 				backend,
 				{Name: "max_steps", Type: spec.Int, Required: true, Doc: "the most model replies"},
-				{Name: "tools", Type: spec.Strings, Required: true, Doc: "node kinds the model may call: " + strings.Join(AgentTools, ", ")},
+				{Name: "tools", Type: spec.Strings, Required: true, Doc: "node kinds the model may call: " + agentTools},
 				{Name: "instructions", Type: spec.String, Doc: "the task, a {{marker}} template (this or instructions_from)"},
 				{Name: "instructions_from", Type: spec.Path, Doc: "the task, from the run context"},
 				{Name: "max_tokens", Type: spec.Int, Doc: "the most tokens the whole loop may spend"},
@@ -145,7 +149,7 @@ func CheckAgentLoop(n *workflow.Node, ctx spec.Context) []spec.Issue {
 	for _, t := range n.Tools {
 		switch {
 		case !slices.Contains(AgentTools, t):
-			is.Add("agent_loop_tools", "tool %q is not available to agent_loop (allowed: %s)", t, strings.Join(AgentTools, ", "))
+			is.Add("agent_loop_tools", "tool %q is not available to agent_loop (allowed: %s)", t, agentTools)
 		case seen[t]:
 			is.Add("agent_loop_tools", "tool %q is listed twice", t)
 		}
