@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kilnworks/kiln/capabilities/internal/netguard"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
@@ -72,9 +73,12 @@ func checkTokenURL(raw string) error {
 }
 
 // tokenClient fetches tokens; no redirects, no proxy from the environment.
+// The token_url is configured, so its host is a named host to the SSRF
+// guard: loopback and private brokers work, a name resolving to a
+// link-local or metadata address is refused at the dial.
 var tokenClient = &http.Client{
 	Timeout:   30 * time.Second,
-	Transport: &http.Transport{Proxy: nil, TLSHandshakeTimeout: 10 * time.Second},
+	Transport: netguard.NewTransport(),
 	CheckRedirect: func(*http.Request, []*http.Request) error {
 		return http.ErrUseLastResponse
 	},
