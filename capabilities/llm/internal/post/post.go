@@ -1,7 +1,7 @@
 // Package post sends one JSON POST to an intelligence endpoint (the HTTP
 // transport and the remote providers) with the limits both need: bounded
-// response bodies, no redirects, bounded error excerpts with secrets
-// masked.
+// response bodies, no redirects, the SSRF guard, no proxy, bounded error
+// excerpts with secrets masked.
 package post
 
 import (
@@ -15,6 +15,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/kilnworks/kiln/capabilities/internal/netguard"
 	"github.com/kilnworks/kiln/runtime"
 )
 
@@ -27,7 +28,13 @@ const (
 
 // client never follows redirects: a 3xx could carry the credential to a
 // host nobody configured, so it comes back as a non-2xx error instead.
+// Every URL it is handed is configured (a backend's base_url,
+// --intel-http), so its host is a named host to the SSRF guard: local and
+// on-premises backends work, a name resolving to a link-local or metadata
+// address is refused at the dial. No proxy from the environment (see
+// docs/intelligence.md).
 var client = &http.Client{
+	Transport:     netguard.NewTransport(),
 	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 }
 
