@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/kilnworks/kiln/capabilities/internal/netguard"
 	"github.com/kilnworks/kiln/runtime"
 )
 
@@ -37,6 +39,14 @@ var (
 
 // quiet discards mcp-go's own logging: kiln reports through its audit log.
 var quiet = slog.New(slog.DiscardHandler)
+
+// httpClient carries every url server's requests, sharing one connection
+// pool as mcp-go's default client does. A server's url is configured, so
+// its host is a named host to the SSRF guard: loopback and private
+// servers work, a name resolving to a link-local or metadata address is
+// refused at the dial, and a redirect to another host gets the public
+// reach. No proxy from the environment.
+var httpClient = &http.Client{Transport: netguard.NewTransport()}
 
 // conn is one live connection to a server.
 type conn struct {
@@ -236,6 +246,7 @@ func (p *Pool) dialHTTP(s Server) (*conn, error) {
 	tr, err := transport.NewStreamableHTTP(s.URL,
 		transport.WithContinuousListening(),
 		transport.WithHTTPLogger(quiet),
+		transport.WithHTTPBasicClient(httpClient),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("url %s: %v", s.URL, err)
