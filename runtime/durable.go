@@ -64,21 +64,26 @@ type CheckpointInfo struct {
 // directory cannot be read.
 func ListCheckpoints(stateDir string) (list []CheckpointInfo, bad []error, err error) {
 	dir := filepath.Join(stateDir, "runs")
-	entries, err := os.ReadDir(dir)
+	// Names only, unsorted: the list is sorted below, and os.ReadDir's
+	// sort of DirEntry values adds about 10 KiB to every sealed binary.
+	names, err := readDirNames(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, nil
 	}
 	if err != nil {
 		return nil, nil, err
 	}
-	for _, e := range entries {
-		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") || strings.HasPrefix(e.Name(), ".") {
+	for _, name := range names {
+		if !strings.HasSuffix(name, ".json") || strings.HasPrefix(name, ".") {
 			continue // temp files of WriteFileAtomic start with a dot
 		}
-		p := filepath.Join(dir, e.Name())
+		p := filepath.Join(dir, name)
 		st, err := os.Stat(p)
 		if err != nil {
 			continue // removed meanwhile: the run finished
+		}
+		if st.IsDir() {
+			continue
 		}
 		cp, err := readCheckpoint(p)
 		if err != nil {
@@ -97,6 +102,16 @@ func ListCheckpoints(stateDir string) (list []CheckpointInfo, bad []error, err e
 		return list[i].RunID < list[j].RunID
 	})
 	return list, bad, nil
+}
+
+// readDirNames lists the names in dir, in directory order.
+func readDirNames(dir string) ([]string, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdirnames(-1)
 }
 
 // CheckResume reports why cp cannot be resumed by p, or nil: it must come
