@@ -135,18 +135,25 @@ func (e *encoder) append(b []byte, v reflect.Value) ([]byte, error) {
 		if v.Type().Key().Kind() != reflect.String {
 			return nil, fmt.Errorf("tables digest: map key type %s is not supported", v.Type().Key())
 		}
-		// Sorted byte-wise, as json.Marshal sorts them (sort.Slice rather
-		// than slices.SortFunc: the sealed binary links it already).
-		keys := v.MapKeys()
-		sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+		// Sorted byte-wise, as json.Marshal sorts them. MapRange and
+		// sort.Slice rather than MapKeys, MapIndex or slices.SortFunc: the
+		// sealed binary links them already (for encoding/json).
+		type entry struct {
+			key string
+			val reflect.Value
+		}
+		entries := make([]entry, 0, v.Len())
+		for it := v.MapRange(); it.Next(); {
+			entries = append(entries, entry{it.Key().String(), it.Value()})
+		}
+		sort.Slice(entries, func(i, j int) bool { return entries[i].key < entries[j].key })
 		b = append(b, '{')
-		for i, k := range keys {
+		for i, en := range entries {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendString(b, k.String())
-			b = append(b, ':')
-			if b, err = e.append(b, v.MapIndex(k)); err != nil {
+			b = append(appendString(b, en.key), ':')
+			if b, err = e.append(b, en.val); err != nil {
 				return nil, err
 			}
 		}
