@@ -87,7 +87,8 @@ func (p *Pipeline) Shutdown(ctx context.Context) error {
 
 // newExporter builds the OTLP exporter of cfg.Protocol. Options given here
 // win over the SDK's OTEL_EXPORTER_OTLP_* variables; everything left out
-// (headers, certificates, timeout, compression) comes from them.
+// (headers, certificates, timeout, compression) comes from them. Both
+// exporters dial through the SSRF guard (dial.go).
 func newExporter(ctx context.Context, cfg Config) (sdktrace.SpanExporter, error) {
 	var exp sdktrace.SpanExporter
 	var err error
@@ -99,6 +100,7 @@ func newExporter(ctx context.Context, cfg Config) (sdktrace.SpanExporter, error)
 			// (or OTEL_EXPORTER_OTLP_CERTIFICATE).
 			opts = append(opts, otlptracegrpc.WithEndpointURL(cfg.Endpoint))
 		}
+		opts = append(opts, otlptracegrpc.WithDialOption(grpcDialOption(cfg)))
 		exp, err = otlptracegrpc.New(ctx, opts...)
 	case ProtocolHTTPProtobuf, ProtocolHTTPJSON:
 		var opts []otlptracehttp.Option
@@ -111,7 +113,7 @@ func newExporter(ctx context.Context, cfg Config) (sdktrace.SpanExporter, error)
 		if cfg.Protocol == ProtocolHTTPJSON {
 			enc = otlptracehttp.EncodingJSON
 		}
-		opts = append(opts, otlptracehttp.WithEncoding(enc))
+		opts = append(opts, otlptracehttp.WithEncoding(enc), otlptracehttp.WithHTTPClient(httpClient()))
 		exp, err = otlptracehttp.New(ctx, opts...)
 	default:
 		return nil, fmt.Errorf("[logging.otel]: protocol %q must be grpc, http/protobuf or http/json", cfg.Protocol)
