@@ -14,6 +14,10 @@
 // never a unicast destination are refused for a named host: only a policy
 // pattern naming the exact IP literal reaches them, so a DNS answer for an
 // allowed public name cannot lead to 169.254.169.254.
+//
+// Clients that only reach URLs the workflow or operator configured (token
+// endpoints, intelligence backends, MCP servers, collectors) use
+// Transport, which gives each such URL's host the named-host reach.
 package netguard
 
 import (
