@@ -73,7 +73,9 @@ var (
 )
 
 // RegisterNode registers a node kind. Capability packages call it from
-// init; registering the same kind twice is a programming error.
+// init for each of their kinds, unless ProgramRegistersKinds: then the
+// generated program calls it for the kinds its workflow uses. Registering
+// the same kind twice is a programming error.
 func RegisterNode(k NodeKind) {
 	registryMu.Lock()
 	defer registryMu.Unlock()

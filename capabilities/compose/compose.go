@@ -24,10 +24,21 @@ import (
 // DefaultMaxConcurrent is map's wave size when max_concurrent is unset.
 const DefaultMaxConcurrent = composespec.DefaultMaxConcurrent
 
+// The node kinds of this family. A pruned build registers only those its
+// workflow uses (runtime.ProgramRegistersKinds), so the others' code is
+// left out; any other build registers them all in init.
+var (
+	KindCall     = runtime.NodeKind{Kind: "call", Family: "compose", Prepare: prepareCall}
+	KindParallel = runtime.NodeKind{Kind: "parallel", Family: "compose", Prepare: prepareParallel}
+	KindMap      = runtime.NodeKind{Kind: "map", Family: "compose", Prepare: prepareMap}
+)
+
 func init() {
-	runtime.RegisterNode(runtime.NodeKind{Kind: "call", Family: "compose", Prepare: prepareCall})
-	runtime.RegisterNode(runtime.NodeKind{Kind: "parallel", Family: "compose", Prepare: prepareParallel})
-	runtime.RegisterNode(runtime.NodeKind{Kind: "map", Family: "compose", Prepare: prepareMap})
+	if !runtime.ProgramRegistersKinds {
+		for _, k := range []runtime.NodeKind{KindCall, KindParallel, KindMap} {
+			runtime.RegisterNode(k)
+		}
+	}
 }
 
 // target is one resolved child: its program and start name.

@@ -18,17 +18,24 @@ import (
 // Family is the capability family id of this package.
 const Family = "control"
 
+// The node kinds of this family. A pruned build registers only those its
+// workflow uses (runtime.ProgramRegistersKinds), so the others' code is
+// left out; any other build registers them all in init.
+var (
+	KindCondition        = runtime.NodeKind{Kind: "condition", Family: Family, Prepare: prepareCondition}
+	KindSwitch           = runtime.NodeKind{Kind: "switch", Family: Family, Prepare: prepareSwitch}
+	KindMerge            = runtime.NodeKind{Kind: "merge", Family: Family, Prepare: prepareMerge}
+	KindFail             = runtime.NodeKind{Kind: "fail", Family: Family, Prepare: prepareFail}
+	KindTerminate        = runtime.NodeKind{Kind: "terminate", Family: Family, Prepare: prepareTerminate}
+	KindRespond          = runtime.NodeKind{Kind: "respond", Family: Family, Prepare: prepareRespond}
+	KindPauseForApproval = runtime.NodeKind{Kind: "pause_for_approval", Family: Family, Prepare: preparePause}
+)
+
 func init() {
-	for _, k := range []runtime.NodeKind{
-		{Kind: "condition", Family: Family, Prepare: prepareCondition},
-		{Kind: "switch", Family: Family, Prepare: prepareSwitch},
-		{Kind: "merge", Family: Family, Prepare: prepareMerge},
-		{Kind: "fail", Family: Family, Prepare: prepareFail},
-		{Kind: "terminate", Family: Family, Prepare: prepareTerminate},
-		{Kind: "respond", Family: Family, Prepare: prepareRespond},
-		{Kind: "pause_for_approval", Family: Family, Prepare: preparePause},
-	} {
-		runtime.RegisterNode(k)
+	if !runtime.ProgramRegistersKinds {
+		for _, k := range []runtime.NodeKind{KindCondition, KindSwitch, KindMerge, KindFail, KindTerminate, KindRespond, KindPauseForApproval} {
+			runtime.RegisterNode(k)
+		}
 	}
 }
 

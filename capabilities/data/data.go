@@ -16,14 +16,21 @@ import (
 // Family is the capability family id of this package.
 const Family = "data"
 
+// The node kinds of this family. A pruned build registers only those its
+// workflow uses (runtime.ProgramRegistersKinds), so the others' code is
+// left out; any other build registers them all in init.
+var (
+	KindParseJSON      = runtime.NodeKind{Kind: "parse_json", Family: Family, Prepare: prepareParseJSON}
+	KindJSONSelect     = runtime.NodeKind{Kind: "json_select", Family: Family, Prepare: prepareJSONSelect}
+	KindTemplateRender = runtime.NodeKind{Kind: "template_render", Family: Family, Prepare: prepareTemplateRender}
+	KindDiffCompute    = runtime.NodeKind{Kind: "diff_compute", Family: Family, Prepare: prepareDiffCompute}
+)
+
 func init() {
-	for _, k := range []runtime.NodeKind{
-		{Kind: "parse_json", Family: Family, Prepare: prepareParseJSON},
-		{Kind: "json_select", Family: Family, Prepare: prepareJSONSelect},
-		{Kind: "template_render", Family: Family, Prepare: prepareTemplateRender},
-		{Kind: "diff_compute", Family: Family, Prepare: prepareDiffCompute},
-	} {
-		runtime.RegisterNode(k)
+	if !runtime.ProgramRegistersKinds {
+		for _, k := range []runtime.NodeKind{KindParseJSON, KindJSONSelect, KindTemplateRender, KindDiffCompute} {
+			runtime.RegisterNode(k)
+		}
 	}
 }
 

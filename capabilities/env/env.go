@@ -17,8 +17,15 @@ import (
 // Family is the capability family id of this package.
 const Family = "env"
 
+// KindReadEnv is the node kind of this family. A pruned build registers it
+// only when its workflow uses it (runtime.ProgramRegistersKinds); any
+// other build registers it in init.
+var KindReadEnv = runtime.NodeKind{Kind: "read_env", Family: Family, Prepare: prepareReadEnv}
+
 func init() {
-	runtime.RegisterNode(runtime.NodeKind{Kind: "read_env", Family: Family, Prepare: prepareReadEnv})
+	if !runtime.ProgramRegistersKinds {
+		runtime.RegisterNode(KindReadEnv)
+	}
 }
 
 // read_env: {key, value}; unset: {key, value: null, missing: true}.

@@ -33,8 +33,15 @@ const TriggerType = eventspec.TriggerType
 // but no run started: no listener is serving, or every one is busy.
 var ErrNotDelivered = errors.New("event not delivered")
 
+// KindEmitEvent is the node kind of this family. A pruned build registers it
+// only when its workflow uses it (runtime.ProgramRegistersKinds); any
+// other build registers it in init.
+var KindEmitEvent = runtime.NodeKind{Kind: "emit_event", Family: "event", Prepare: prepare, SideEffect: true}
+
 func init() {
-	runtime.RegisterNode(runtime.NodeKind{Kind: "emit_event", Family: "event", Prepare: prepare, SideEffect: true})
+	if !runtime.ProgramRegistersKinds {
+		runtime.RegisterNode(KindEmitEvent)
+	}
 	runtime.RegisterExtension(runtime.Extension{
 		Name:      "event",
 		Setup:     setup,

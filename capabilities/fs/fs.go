@@ -25,13 +25,20 @@ import (
 // Family is the capability family id of this package.
 const Family = "fs"
 
+// The node kinds of this family. A pruned build registers only those its
+// workflow uses (runtime.ProgramRegistersKinds), so the others' code is
+// left out; any other build registers them all in init.
+var (
+	KindReadFile  = runtime.NodeKind{Kind: "read_file", Family: Family, Prepare: prepareReadFile, SideEffect: true}
+	KindWriteFile = runtime.NodeKind{Kind: "write_file", Family: Family, Prepare: prepareWriteFile, SideEffect: true}
+	KindCreateDir = runtime.NodeKind{Kind: "create_dir", Family: Family, Prepare: prepareCreateDir, SideEffect: true}
+)
+
 func init() {
-	for _, k := range []runtime.NodeKind{
-		{Kind: "read_file", Family: Family, Prepare: prepareReadFile, SideEffect: true},
-		{Kind: "write_file", Family: Family, Prepare: prepareWriteFile, SideEffect: true},
-		{Kind: "create_dir", Family: Family, Prepare: prepareCreateDir, SideEffect: true},
-	} {
-		runtime.RegisterNode(k)
+	if !runtime.ProgramRegistersKinds {
+		for _, k := range []runtime.NodeKind{KindReadFile, KindWriteFile, KindCreateDir} {
+			runtime.RegisterNode(k)
+		}
 	}
 }
 

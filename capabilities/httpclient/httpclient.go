@@ -60,8 +60,15 @@ const (
 	DefaultTimeout = 30 * time.Second
 )
 
+// KindHTTPRequest is the node kind of this family. A pruned build registers it
+// only when its workflow uses it (runtime.ProgramRegistersKinds); any
+// other build registers it in init.
+var KindHTTPRequest = runtime.NodeKind{Kind: "http_request", Family: "httpclient", Prepare: prepare, SideEffect: true}
+
 func init() {
-	runtime.RegisterNode(runtime.NodeKind{Kind: "http_request", Family: "httpclient", Prepare: prepare, SideEffect: true})
+	if !runtime.ProgramRegistersKinds {
+		runtime.RegisterNode(KindHTTPRequest)
+	}
 }
 
 var (

@@ -19,9 +19,20 @@ import (
 	"github.com/kilnworks/kiln/runtime"
 )
 
+// The node kinds of this family. A pruned build registers only those its
+// workflow uses (runtime.ProgramRegistersKinds), so the others' code is
+// left out; any other build registers them all in init.
+var (
+	KindLLMInfer  = runtime.NodeKind{Kind: "llm_infer", Family: "llm", Prepare: prepareInfer, SideEffect: true}
+	KindAgentLoop = runtime.NodeKind{Kind: "agent_loop", Family: "llm", Prepare: prepareAgent, SideEffect: true}
+)
+
 func init() {
-	runtime.RegisterNode(runtime.NodeKind{Kind: "llm_infer", Family: "llm", Prepare: prepareInfer, SideEffect: true})
-	runtime.RegisterNode(runtime.NodeKind{Kind: "agent_loop", Family: "llm", Prepare: prepareAgent, SideEffect: true})
+	if !runtime.ProgramRegistersKinds {
+		for _, k := range []runtime.NodeKind{KindLLMInfer, KindAgentLoop} {
+			runtime.RegisterNode(k)
+		}
+	}
 	runtime.RegisterExtension(extension())
 }
 

@@ -14,9 +14,20 @@ import (
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
+// The node kinds of this family. A pruned build registers only those its
+// workflow uses (runtime.ProgramRegistersKinds), so the others' code is
+// left out; any other build registers them all in init.
+var (
+	KindCallMCPTool     = runtime.NodeKind{Kind: "call_mcp_tool", Family: "mcp", Prepare: prepareTool, SideEffect: true}
+	KindReadMCPResource = runtime.NodeKind{Kind: "read_mcp_resource", Family: "mcp", Prepare: prepareResource, SideEffect: true}
+)
+
 func init() {
-	runtime.RegisterNode(runtime.NodeKind{Kind: "call_mcp_tool", Family: "mcp", Prepare: prepareTool, SideEffect: true})
-	runtime.RegisterNode(runtime.NodeKind{Kind: "read_mcp_resource", Family: "mcp", Prepare: prepareResource, SideEffect: true})
+	if !runtime.ProgramRegistersKinds {
+		for _, k := range []runtime.NodeKind{KindCallMCPTool, KindReadMCPResource} {
+			runtime.RegisterNode(k)
+		}
+	}
 }
 
 // prepareServer resolves the server the node talks to and validates the

@@ -45,8 +45,15 @@ const (
 // runtime.Call.IdempotencyKey) is added to it.
 var Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}
 
+// KindShellRun is the node kind of this family. A pruned build registers it
+// only when its workflow uses it (runtime.ProgramRegistersKinds); any
+// other build registers it in init.
+var KindShellRun = runtime.NodeKind{Kind: "shell_run", Family: "shell", Prepare: prepare, SideEffect: true}
+
 func init() {
-	runtime.RegisterNode(runtime.NodeKind{Kind: "shell_run", Family: "shell", Prepare: prepare, SideEffect: true})
+	if !runtime.ProgramRegistersKinds {
+		runtime.RegisterNode(KindShellRun)
+	}
 }
 
 func prepare(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) {

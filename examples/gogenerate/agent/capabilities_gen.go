@@ -7,5 +7,16 @@ package main
 
 import (
 	_ "github.com/kilnworks/kiln/capabilities/control"
-	_ "github.com/kilnworks/kiln/capabilities/data"
+	data "github.com/kilnworks/kiln/capabilities/data"
+	runtime "github.com/kilnworks/kiln/runtime"
 )
+
+// init registers the node kinds the workflow uses, in a pruned build
+// (-tags kiln_custom); any other build registers every kind of the
+// imported families.
+func init() {
+	if runtime.ProgramRegistersKinds {
+		runtime.RegisterNode(data.KindJSONSelect)
+		runtime.RegisterNode(data.KindTemplateRender)
+	}
+}

@@ -11,15 +11,29 @@
 package main
 
 import (
-	_ "github.com/kilnworks/kiln/capabilities/compose"
-	_ "github.com/kilnworks/kiln/capabilities/control"
+	compose "github.com/kilnworks/kiln/capabilities/compose"
+	control "github.com/kilnworks/kiln/capabilities/control"
 	_ "github.com/kilnworks/kiln/capabilities/cron"
-	_ "github.com/kilnworks/kiln/capabilities/fs"
+	fs "github.com/kilnworks/kiln/capabilities/fs"
 	_ "github.com/kilnworks/kiln/capabilities/http"
-	_ "github.com/kilnworks/kiln/capabilities/httpclient"
-	_ "github.com/kilnworks/kiln/capabilities/llm"
+	httpclient "github.com/kilnworks/kiln/capabilities/httpclient"
+	llm "github.com/kilnworks/kiln/capabilities/llm"
 	_ "github.com/kilnworks/kiln/capabilities/mcp"
 	_ "github.com/kilnworks/kiln/capabilities/oidc"
 	_ "github.com/kilnworks/kiln/capabilities/otel"
 	_ "github.com/kilnworks/kiln/capabilities/secrets"
+	runtime "github.com/kilnworks/kiln/runtime"
 )
+
+// init registers the node kinds the workflow uses, in a pruned build
+// (-tags kiln_custom); any other build registers every kind of the
+// imported families.
+func init() {
+	if runtime.ProgramRegistersKinds {
+		runtime.RegisterNode(control.KindTerminate)
+		runtime.RegisterNode(fs.KindReadFile)
+		runtime.RegisterNode(llm.KindLLMInfer)
+		runtime.RegisterNode(httpclient.KindHTTPRequest)
+		runtime.RegisterNode(compose.KindCall)
+	}
+}

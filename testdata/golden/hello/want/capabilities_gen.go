@@ -6,8 +6,21 @@
 package main
 
 import (
-	_ "github.com/kilnworks/kiln/capabilities/control"
-	_ "github.com/kilnworks/kiln/capabilities/data"
-	_ "github.com/kilnworks/kiln/capabilities/env"
-	_ "github.com/kilnworks/kiln/capabilities/fs"
+	control "github.com/kilnworks/kiln/capabilities/control"
+	data "github.com/kilnworks/kiln/capabilities/data"
+	env "github.com/kilnworks/kiln/capabilities/env"
+	fs "github.com/kilnworks/kiln/capabilities/fs"
+	runtime "github.com/kilnworks/kiln/runtime"
 )
+
+// init registers the node kinds the workflow uses, in a pruned build
+// (-tags kiln_custom); any other build registers every kind of the
+// imported families.
+func init() {
+	if runtime.ProgramRegistersKinds {
+		runtime.RegisterNode(control.KindTerminate)
+		runtime.RegisterNode(data.KindTemplateRender)
+		runtime.RegisterNode(fs.KindWriteFile)
+		runtime.RegisterNode(env.KindReadEnv)
+	}
+}

@@ -1,0 +1,96 @@
+package gen
+
+import (
+	"go/ast"
+	"go/types"
+	"os"
+	"strconv"
+	"testing"
+
+	"golang.org/x/tools/go/packages"
+
+	"github.com/kilnworks/kiln/capabilities/catalog"
+)
+
+// TestKindVars: for every node kind of the catalog, its family package
+// declares the runtime.NodeKind variable capabilities_gen.go registers
+// (kindVar), and that variable is the handler of exactly that kind.
+func TestKindVars(t *testing.T) {
+	if got := kindVar("read_mcp_resource"); got != "KindReadMCPResource" {
+		t.Errorf("kindVar(read_mcp_resource) = %s", got)
+	}
+	var paths []string
+	for _, f := range catalog.Families {
+		if len(f.NodeKinds) > 0 {
+			paths = append(paths, f.Package)
+		}
+	}
+	cfg := &packages.Config{
+		Mode: packages.NeedName | packages.NeedTypes | packages.NeedSyntax | packages.NeedTypesInfo,
+		Env:  append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off"),
+	}
+	pkgs, err := packages.Load(cfg, paths...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := packages.PrintErrors(pkgs); n > 0 {
+		t.Fatalf("family packages do not type-check (%d errors)", n)
+	}
+	byPath := map[string]*packages.Package{}
+	for _, p := range pkgs {
+		byPath[p.PkgPath] = p
+	}
+	for _, f := range catalog.Families {
+		pkg := byPath[f.Package]
+		for _, kind := range f.NodeKinds {
+			name := kindVar(kind)
+			obj, ok := pkg.Types.Scope().Lookup(name).(*types.Var)
+			if !ok || obj.Type().String() != runtimePkg+".NodeKind" {
+				t.Errorf("%s: no variable %s of type runtime.NodeKind for node kind %q", f.Package, name, kind)
+				continue
+			}
+			if got := kindField(pkg, obj); got != kind {
+				t.Errorf("%s.%s has Kind %q, want %q", f.Package, name, got, kind)
+			}
+		}
+	}
+}
+
+// kindField returns the Kind field of the composite literal obj is
+// declared with ("" when it is not one).
+func kindField(pkg *packages.Package, obj *types.Var) string {
+	for _, file := range pkg.Syntax {
+		for _, decl := range file.Decls {
+			gd, ok := decl.(*ast.GenDecl)
+			if !ok {
+				continue
+			}
+			for _, spec := range gd.Specs {
+				vs, ok := spec.(*ast.ValueSpec)
+				if !ok {
+					continue
+				}
+				for i, id := range vs.Names {
+					if pkg.TypesInfo.Defs[id] != obj || i >= len(vs.Values) {
+						continue
+					}
+					lit, ok := vs.Values[i].(*ast.CompositeLit)
+					if !ok {
+						return ""
+					}
+					for _, el := range lit.Elts {
+						kv, ok := el.(*ast.KeyValueExpr)
+						if key, _ := kv.Key.(*ast.Ident); !ok || key == nil || key.Name != "Kind" {
+							continue
+						}
+						if bl, ok := kv.Value.(*ast.BasicLit); ok {
+							s, _ := strconv.Unquote(bl.Value)
+							return s
+						}
+					}
+				}
+			}
+		}
+	}
+	return ""
+}
