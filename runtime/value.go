@@ -35,9 +35,12 @@ func DecodeJSON(data []byte) (any, error) {
 	var v any
 	err := sd.dec.Decode(&v)
 	if err == nil {
-		// Only the end of the input may follow. (More would let a stray
-		// ']' or '}' through and leave it buffered for the next input.)
-		if _, terr := sd.dec.Token(); terr != io.EOF {
+		// Only white space may follow, in the decoder's buffer and in
+		// what it has not read. (More would let a stray ']' or '}'
+		// through and leave it buffered for the next input; Token would
+		// add 2 KiB to every sealed binary.)
+		buffered, ok := sd.dec.Buffered().(io.ByteReader)
+		if !ok || !onlySpace(buffered) || !onlySpace(&sd.src) {
 			err = fmt.Errorf("invalid JSON: trailing data after the value")
 		}
 	}
@@ -51,11 +54,25 @@ func DecodeJSON(data []byte) (any, error) {
 	return v, nil
 }
 
+// onlySpace reads r to its end and reports whether it held JSON white
+// space only.
+func onlySpace(r io.ByteReader) bool {
+	for {
+		c, err := r.ReadByte()
+		if err != nil { // io.EOF: both readers are in memory
+			return true
+		}
+		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			return false
+		}
+	}
+}
+
 // streamDecoder is a json.Decoder kept for the next DecodeJSON call (the
 // HTTP serve path decodes a body per request). A decoder reads a stream
-// of values: once a value was decoded and the next token was the end of
-// its input, the next input is one more value of that stream, read
-// through the same buffer. The value's trailing white space, if any, stays in front
+// of values: once a value was decoded and only white space followed it
+// to the end of its input, the next input is one more value of that
+// stream, read through the same buffer. The value's trailing white space, if any, stays in front
 // of the next one, which JSON allows.
 type streamDecoder struct {
 	src bytes.Reader
