@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"sort"
 	"strconv"
@@ -39,7 +38,7 @@ func DecodeJSON(data []byte) (any, error) {
 		// what it has not read. (More would let a stray ']' or '}'
 		// through and leave it buffered for the next input; Token would
 		// add 2 KiB to every sealed binary.)
-		buffered, ok := sd.dec.Buffered().(io.ByteReader)
+		buffered, ok := sd.dec.Buffered().(*bytes.Reader)
 		if !ok || !onlySpace(buffered) || !onlySpace(&sd.src) {
 			err = fmt.Errorf("invalid JSON: trailing data after the value")
 		}
@@ -56,10 +55,10 @@ func DecodeJSON(data []byte) (any, error) {
 
 // onlySpace reads r to its end and reports whether it held JSON white
 // space only.
-func onlySpace(r io.ByteReader) bool {
+func onlySpace(r *bytes.Reader) bool {
 	for {
 		c, err := r.ReadByte()
-		if err != nil { // io.EOF: both readers are in memory
+		if err != nil { // io.EOF
 			return true
 		}
 		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
