@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
@@ -20,6 +21,7 @@ import (
 // beneath it, confirm the opened directory or file with the policy, and
 // then use only descriptors, so a path component swapped for a symlink
 // after the check cannot move a read or a write out of the allowlist.
+// (Calls that package syscall has go through it, as in package beneath.)
 
 var errNotText = errors.New("not UTF-8 text")
 
@@ -29,7 +31,7 @@ func readFile(pol *policy.Policy, resolved, root string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer unix.Close(rootfd)
+	defer syscall.Close(rootfd)
 	var fd int
 	r, err := beneath.Rel(base, resolved)
 	if err == nil {
@@ -73,7 +75,7 @@ func existingMode(resolved, root string) (uint32, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer unix.Close(rootfd)
+	defer syscall.Close(rootfd)
 	r, err := beneath.Rel(base, resolved)
 	if err != nil {
 		return perm, nil // writeFile refuses it
@@ -85,7 +87,7 @@ func existingMode(resolved, root string) (uint32, error) {
 	if err != nil {
 		return perm, nil // the directory is missing (or in the way): writeFile says which
 	}
-	defer unix.Close(dirfd)
+	defer syscall.Close(dirfd)
 	var st unix.Stat_t
 	if err := unix.Fstatat(dirfd, filepath.Base(r), &st, unix.AT_SYMLINK_NOFOLLOW); err == nil {
 		switch st.Mode & unix.S_IFMT {
@@ -107,7 +109,7 @@ func writeFile(pol *policy.Policy, resolved, root string, data []byte, perm uint
 	if err != nil {
 		return err
 	}
-	defer unix.Close(rootfd)
+	defer syscall.Close(rootfd)
 	r, err := beneath.Rel(base, resolved)
 	if err != nil {
 		return outside(policy.FSWriteCheck, resolved, err)
@@ -119,7 +121,7 @@ func writeFile(pol *policy.Policy, resolved, root string, data []byte, perm uint
 	if err != nil {
 		return outside(policy.FSWriteCheck, resolved, err)
 	}
-	defer unix.Close(dirfd)
+	defer syscall.Close(dirfd)
 	name := filepath.Base(r)
 	if err := confirm(pol, policy.FSWriteCheck, dirfd, name); err != nil {
 		return err
@@ -133,7 +135,7 @@ func createDir(pol *policy.Policy, resolved, root string) error {
 	if err != nil {
 		return err
 	}
-	defer unix.Close(rootfd)
+	defer syscall.Close(rootfd)
 	var fd int
 	r, err := beneath.Rel(base, resolved)
 	if err == nil {
@@ -142,7 +144,7 @@ func createDir(pol *policy.Policy, resolved, root string) error {
 	if err != nil {
 		return outside(policy.FSWriteCheck, resolved, err)
 	}
-	defer unix.Close(fd)
+	defer syscall.Close(fd)
 	return confirm(pol, policy.FSWriteCheck, fd, "")
 }
 
@@ -155,7 +157,7 @@ func writeAtomic(dirfd int, name string, data []byte, perm uint32) error {
 	var err error
 	for range 10 { // O_EXCL: a name someone else holds is never reused
 		tmp = "." + name + ".tmp-" + strconv.FormatUint(rand.Uint64(), 36)
-		fd, err = unix.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		fd, err = syscall.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 		if err != unix.EEXIST {
 			break
 		}
@@ -166,7 +168,7 @@ func writeAtomic(dirfd int, name string, data []byte, perm uint32) error {
 	renamed := false
 	defer func() {
 		if !renamed {
-			unix.Unlinkat(dirfd, tmp, 0)
+			syscall.Unlinkat(dirfd, tmp)
 		}
 	}()
 	f := os.NewFile(uintptr(fd), tmp)
@@ -183,7 +185,7 @@ func writeAtomic(dirfd int, name string, data []byte, perm uint32) error {
 	if err != nil {
 		return err
 	}
-	if err := unix.Renameat(dirfd, tmp, dirfd, name); err != nil {
+	if err := syscall.Renameat(dirfd, tmp, dirfd, name); err != nil {
 		return err
 	}
 	renamed = true
@@ -196,7 +198,7 @@ func writeAtomic(dirfd int, name string, data []byte, perm uint32) error {
 // it against the allowlist, the root itself included.
 func openRoot(root string, forWrite bool) (int, string, error) {
 	for base := root; ; base = filepath.Dir(base) {
-		fd, err := unix.Open(base, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		fd, err := syscall.Open(base, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != unix.ENOENT || !forWrite || base == "/" {
 			return fd, base, err
 		}

@@ -11,6 +11,11 @@
 // component at a time with openat(O_NOFOLLOW), reads each symlink it meets
 // and walks the link's target in its place, refusing absolute targets and
 // any ".." that would climb above the directory, as the kernel would.
+//
+// golang.org/x/sys/unix provides openat2, readlinkat and the constants;
+// the calls package syscall has too go through syscall, whose wrappers the
+// os package links anyway (each x/sys/unix one adds its own copy to every
+// binary with files).
 package beneath
 
 import (
@@ -19,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -79,7 +85,7 @@ func walk(dirfd int, name string, flags int) (int, error) {
 	var dirs []int // the directories walked into below dirfd, innermost last
 	defer func() {
 		for _, fd := range dirs {
-			unix.Close(fd)
+			syscall.Close(fd)
 		}
 	}()
 	cur := func() int {
@@ -97,17 +103,17 @@ func walk(dirfd int, name string, flags int) (int, error) {
 		switch c {
 		case "", ".":
 			if last {
-				return unix.Openat(cur(), ".", flags, 0)
+				return syscall.Openat(cur(), ".", flags, 0)
 			}
 			continue
 		case "..":
 			if len(dirs) == 0 {
 				return -1, ErrOutside
 			}
-			unix.Close(dirs[len(dirs)-1])
+			syscall.Close(dirs[len(dirs)-1])
 			dirs = dirs[:len(dirs)-1]
 			if last {
-				return unix.Openat(cur(), ".", flags, 0)
+				return syscall.Openat(cur(), ".", flags, 0)
 			}
 			continue
 		}
@@ -134,26 +140,26 @@ func walk(dirfd int, name string, flags int) (int, error) {
 		}
 		dirs = append(dirs, fd)
 	}
-	return unix.Openat(cur(), ".", flags, 0) // not reached: Split returns at least one element
+	return syscall.Openat(cur(), ".", flags, 0) // not reached: Split returns at least one element
 }
 
 // step opens the single component c of dir with flags without following
 // it. For a symlink it returns descriptor -1 and the link's target.
 func step(dir int, c string, flags int) (int, string, error) {
-	fd, err := unix.Openat(dir, c, flags|unix.O_NOFOLLOW, 0)
+	fd, err := syscall.Openat(dir, c, flags|unix.O_NOFOLLOW, 0)
 	if err == nil {
 		if flags&unix.O_PATH == 0 {
 			return fd, "", nil // O_NOFOLLOW without O_PATH refuses a symlink
 		}
-		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err != nil {
-			unix.Close(fd)
+		var st syscall.Stat_t
+		if err := syscall.Fstat(fd, &st); err != nil {
+			syscall.Close(fd)
 			return -1, "", err
 		}
 		if st.Mode&unix.S_IFMT != unix.S_IFLNK {
 			return fd, "", nil
 		}
-		unix.Close(fd) // O_PATH|O_NOFOLLOW opened the link itself
+		syscall.Close(fd) // O_PATH|O_NOFOLLOW opened the link itself
 	} else if err != unix.ELOOP && err != unix.ENOTDIR {
 		return -1, "", err
 	}
@@ -185,7 +191,7 @@ func MkdirAll(dirfd int, name string, perm uint32, allow func(path string) error
 	cur := dirfd
 	closeCur := func() {
 		if cur != dirfd {
-			unix.Close(cur)
+			syscall.Close(cur)
 		}
 	}
 	defer func() { closeCur() }()
@@ -202,7 +208,7 @@ func MkdirAll(dirfd int, name string, perm uint32, allow func(path string) error
 			if err := allow(strings.TrimSuffix(parent, "/") + "/" + c); err != nil {
 				return -1, err
 			}
-			if err := unix.Mkdirat(cur, c, perm); err != nil && err != unix.EEXIST {
+			if err := syscall.Mkdirat(cur, c, perm); err != nil && err != unix.EEXIST {
 				return -1, err
 			}
 			fd, err = Open(cur, c, dirFlags)
