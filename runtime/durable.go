@@ -118,40 +118,46 @@ func readDirNames(dir string) ([]string, error) {
 // from this workflow (same digest), and every node and start node it names
 // must be one of p's.
 func (p *Program) CheckResume(cp *Checkpoint) error {
+	why := p.resumeProblem(cp)
+	if why == "" {
+		return nil
+	}
 	where := cp.file
 	if where == "" {
 		where = cp.RunID
 	}
-	refuse := func(format string, args ...any) error {
-		return Errorf(ClassConfig, "checkpoint %s %s; refusing to resume", where, fmt.Sprintf(format, args...))
-	}
+	return Errorf(ClassConfig, "checkpoint %s %s; refusing to resume", where, why)
+}
+
+// resumeProblem is CheckResume's reason, "" when there is none.
+func (p *Program) resumeProblem(cp *Checkpoint) string {
 	if cp.WorkflowDigest != p.Workflow.Digest {
-		return refuse("was written by a different workflow (digest %.12s, this workflow %.12s)", cp.WorkflowDigest, p.Workflow.Digest)
+		return fmt.Sprintf("was written by a different workflow (digest %.12s, this workflow %.12s)", cp.WorkflowDigest, p.Workflow.Digest)
 	}
 	switch cp.State {
 	case CheckpointPaused, CheckpointIncomplete, CheckpointErrored:
 	default:
-		return refuse("has unknown state %q", cp.State)
+		return "has unknown state " + strconv.Quote(cp.State)
 	}
 	if _, err := p.Entry(cp.StartNode); err != nil {
-		return refuse("names unknown start node %q", cp.StartNode)
+		return "names unknown start node " + strconv.Quote(cp.StartNode)
 	}
 	for _, id := range []string{cp.NextNode, cp.PausedAt} {
 		if _, ok := p.nodes[id]; id != "" && !ok {
-			return refuse("names unknown node %q", id)
+			return "names unknown node " + strconv.Quote(id)
 		}
 	}
 	for _, id := range SortedKeys(cp.Outputs) {
 		if _, ok := p.nodes[id]; !ok {
-			return refuse("holds the output of unknown node %q", id)
+			return "holds the output of unknown node " + strconv.Quote(id)
 		}
 	}
 	for k := range cp.Loops {
 		if i, err := strconv.Atoi(k); err != nil || i < 0 || i >= len(p.Workflow.Edges) {
-			return refuse("counts loops of unknown edge %q", k)
+			return "counts loops of unknown edge " + strconv.Quote(k)
 		}
 	}
-	return nil
+	return ""
 }
 
 func lockPath(stateDir, runID string) (string, error) {
