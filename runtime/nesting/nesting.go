@@ -8,7 +8,10 @@
 // from text. docs/validation-codes.md lists the limits.
 package nesting
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+)
 
 // MaxDepth is how many tables and arrays may enclose one another.
 const MaxDepth = 64
@@ -30,12 +33,13 @@ type Error struct {
 	Msg  string
 }
 
-func (e *Error) Error() string { return fmt.Sprintf("line %d: %s", e.Line, e.Msg) }
+func (e *Error) Error() string { return "line " + strconv.Itoa(e.Line) + ": " + e.Msg }
 
-// The messages of Error.
-var (
-	deeperMsg   = fmt.Sprintf("nesting deeper than %d", MaxDepth)
-	keyPathsMsg = fmt.Sprintf("keys too many or too deep: their paths add up to more than %d MiB", MaxKeyPaths>>20)
+// The messages of Error, constants rather than package variables set at
+// start-up (TestMessages holds them to MaxDepth and MaxKeyPaths).
+const (
+	deeperMsg   = "nesting deeper than 64"
+	keyPathsMsg = "keys too many or too deep: their paths add up to more than 8 MiB"
 )
 
 // What the decoder keeps for each key, table and array (entryCost), and

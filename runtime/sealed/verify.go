@@ -5,8 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"maps"
-	"slices"
 
 	"github.com/kilnworks/kiln/runtime/manifest"
 	"github.com/kilnworks/kiln/runtime/workflow"
@@ -63,13 +61,16 @@ func sealProblems(wf *workflow.Workflow, m *manifest.Manifest) []string {
 
 	workflows := map[string]bool{} // digests of the workflows in the tree
 	assets := map[string]bool{}    // digests of the embedded assets
+	// Sources are checked in the tree's order, each digest once.
 	for _, w := range workflow.Tree(wf) {
-		workflows[w.Digest] = true
 		for _, data := range w.Assets {
 			assets[digest(data)] = true
 		}
-	}
-	for _, d := range slices.Sorted(maps.Keys(workflows)) {
+		d := w.Digest
+		if workflows[d] {
+			continue
+		}
+		workflows[d] = true
 		src, ok := Source(d)
 		switch {
 		case !ok:
