@@ -1,8 +1,13 @@
 package gen_test
 
 import (
+	"bytes"
 	"debug/elf"
 	"debug/gosym"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -22,6 +27,44 @@ func TestSealedLinksOnlyUsedKinds(t *testing.T) {
 		if funcs[caps+unused] {
 			t.Errorf("hello links %s, the handler of a kind it does not use", unused)
 		}
+	}
+}
+
+// TestPrunedBuildWithoutAKindFailsClosed: a pruned build whose program
+// does not register a kind its workflow uses (a hand-edited
+// capabilities_gen.go) refuses to run, naming the kind, and writes
+// nothing; the families do not fall back to registering it themselves.
+func TestPrunedBuildWithoutAKindFailsClosed(t *testing.T) {
+	plan := load(t, helloWorkflow(t), false)
+	modDir, _ := genModule(t, plan, "main")
+	capsFile := filepath.Join(modDir, "capabilities_gen.go")
+	src := mustRead(t, capsFile)
+	line := []byte("\t\truntime.RegisterNode(fs.KindWriteFile)\n")
+	if !bytes.Contains(src, line) {
+		t.Fatalf("capabilities_gen.go does not register write_file:\n%s", src)
+	}
+	src = bytes.Replace(src, line, nil, 1)
+	src = bytes.Replace(src, []byte("\tfs \"github.com/kilnworks/kiln/capabilities/fs\""), []byte("\t_ \"github.com/kilnworks/kiln/capabilities/fs\""), 1)
+	writeFile(t, capsFile, src)
+	bin := filepath.Join(t.TempDir(), "hello")
+	goRun(t, modDir, nil, "build", "-trimpath", "-tags", strings.Join(plan.Tags, ","), "-o", bin, ".")
+
+	// Where the policy lets hello write (TestBuildHello's positive
+	// control writes there).
+	out := filepath.Join("/tmp/kiln-hello", "gen-test-"+filepath.Base(t.TempDir())+".txt")
+	t.Cleanup(func() { os.Remove(out) })
+	input := filepath.Join(t.TempDir(), "input.json")
+	writeFile(t, input, []byte(`{"output_path":"`+out+`"}`))
+	cmd := exec.Command(bin, "--input", input, "--quiet")
+	cmd.Env = append(os.Environ(), "USER=sealed-test")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.Output()
+	if err == nil || !strings.Contains(string(stdout)+stderr.String(), "no handler in this binary for node kind write_file (node save)") {
+		t.Fatalf("run without write_file registered: %v\nstdout %s\nstderr %s", err, stdout, stderr.String())
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("the run wrote %s (%v)", out, err)
 	}
 }
 
