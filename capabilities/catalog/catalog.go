@@ -22,7 +22,9 @@ const ModulePath = "github.com/kilnworks/kiln"
 const PackagePrefix = ModulePath + "/capabilities/"
 
 // TagCustom marks a pruned build: capabilities/all then links only the
-// families whose own tag is set as well.
+// families whose own tag is set as well, and the families register no node
+// kind themselves (runtime.ProgramRegistersKinds): the generated program
+// registers those its workflow uses.
 const TagCustom = "kiln_custom"
 
 // Family is one capability family.
