@@ -168,6 +168,7 @@ func buildKiln(t *testing.T) string {
 			kilnErr = err
 			return
 		}
+		processDirs = append(processDirs, dir)
 		kilnBin = filepath.Join(dir, "kiln")
 		cmd := exec.Command("go", "build", "-o", kilnBin, "./cmd/kiln")
 		cmd.Dir = repoRoot(t)

@@ -40,6 +40,7 @@ func helloBinary(t *testing.T) *gen.BuildResult {
 			helloErr = err
 			return
 		}
+		processDirs = append(processDirs, dir)
 		helloRes, helloErr = gen.Build(context.Background(), gen.BuildOptions{
 			Workflow:   helloWorkflow(t),
 			Output:     filepath.Join(dir, "hello"),
