@@ -17,7 +17,7 @@ import (
 
 var (
 	routeMethods   = map[string]bool{"GET": true, "POST": true, "PUT": true, "PATCH": true, "DELETE": true, "HEAD": true, "OPTIONS": true}
-	reservedRoutes = map[string]bool{"/healthz": true, "/metrics": true, "/.well-known/kiln": true, "/v1/agents": true}
+	reservedRoutes = map[string]bool{"/healthz": true, "/metrics": true, "/.well-known/kiln": true, "/.well-known/openwop": true, "/v1/agents": true}
 	capabilityRe   = regexp.MustCompile(`^[a-z0-9_-]+(\.[a-z0-9_-]+)*$`)
 	bindingNameRe  = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 	httpMethodRe   = regexp.MustCompile(`^[A-Z]+$`)
@@ -54,7 +54,7 @@ func (c *checker) checkRoutes() {
 			c.add("missing_field", "%s: path is required", where)
 		case !strings.HasPrefix(r.Path, "/") || strings.ContainsAny(r.Path, " \t\r\n?#"):
 			c.add("invalid_route", "%s: path %q must start with / and hold no spaces, query or fragment", where, r.Path)
-		case reservedRoutes[r.Path]:
+		case reservedRoutes[r.Path] || strings.HasPrefix(r.Path, "/v1/agents/"):
 			c.add("invalid_route", "%s: path %q is served by the runtime itself", where, r.Path)
 		}
 		key := r.Method + " " + r.Path

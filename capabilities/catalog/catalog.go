@@ -182,6 +182,7 @@ func init() {
 		}
 		for _, k := range f.Keys {
 			byKey[k] = f
+			byKey[WireKey(k)] = f // a workflow may require the OpenWOP identifier
 		}
 	}
 }
@@ -204,7 +205,8 @@ func FamilyOfTrigger(t string) (string, bool) { return idOf(byTrigger[t]) }
 // FamilyOfAuth returns the id of the family providing route auth kind a.
 func FamilyOfAuth(a string) (string, bool) { return idOf(byAuth[a]) }
 
-// FamilyOfKey returns the id of the family providing capability key k.
+// FamilyOfKey returns the id of the family providing capability key k,
+// given as a catalog key or as its OpenWOP identifier (WireKey).
 func FamilyOfKey(k string) (string, bool) { return idOf(byKey[k]) }
 
 func idOf(f *Family) (string, bool) {

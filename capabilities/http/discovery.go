@@ -9,9 +9,10 @@ import (
 	"github.com/kilnworks/kiln/runtime/discovery"
 )
 
-// Discovery endpoints (seeds 001/003): what this binary can do and which
-// limits it enforces, and its agent inventory with degraded[] listing the
-// workflow's requires_capabilities keys no compiled family provides.
+// Discovery endpoints: kiln's own document (what this binary can do and
+// which limits it enforces), and the OpenWOP discovery document and agent
+// inventory (openwop.go), with degraded[] listing the workflow's
+// requires_capabilities keys no compiled family provides.
 const (
 	wellKnownPath = "/.well-known/kiln"
 	agentsPath    = "/v1/agents"
@@ -65,6 +66,7 @@ func (s *Server) discoveryInfo() discovery.Info {
 		NodeKinds:      runtime.RegisteredNodeKinds(),
 		MaxSteps:       runtime.MaxSteps,
 		MaxRequestBody: MaxBodyBytes,
+		WireKey:        catalog.WireKey,
 	}
 	// The run CLI attaches what the build itself says (a sealed binary's
 	// manifest: linked families, degraded keys); it wins over guessing
@@ -92,14 +94,12 @@ func (s *Server) serveDiscovery(w http.ResponseWriter, r *http.Request) {
 		ms := t.Milliseconds()
 		doc.Limits.MaxRunDurationMS = &ms
 	}
-	var v any = doc
-	if r.URL.Path == agentsPath {
-		v = discovery.Agents(info)
+	switch r.URL.Path {
+	case openWOPPath:
+		writeDoc(w, openWOPDocument(info, doc))
+	case agentsPath:
+		writeDoc(w, openWOPInventory{Agents: []openWOPAgent{openWOPAgentOf(info)}, Total: 1})
+	default:
+		writeDoc(w, doc)
 	}
-	body, err := runtime.EncodeJSON(v)
-	if err != nil {
-		writeJSON(w, http.StatusInternalServerError, map[string]any{"error": "internal error"})
-		return
-	}
-	write(w, http.StatusOK, "application/json", body)
 }

@@ -65,7 +65,13 @@ func (c *Config) defaults() {
 }
 
 // builtins are answered before routing.
-var builtins = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true, wellKnownPath: true, agentsPath: true}
+var builtins = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true, wellKnownPath: true, openWOPPath: true, agentsPath: true}
+
+// isBuiltin reports whether path is answered before routing: a builtin, or
+// an agent under /v1/agents/.
+func isBuiltin(path string) bool {
+	return builtins[path] || strings.HasPrefix(path, agentPrefix)
+}
 
 type route struct {
 	spec     workflow.HTTPRoute
@@ -147,7 +153,7 @@ func (s *Server) newRoute(spec workflow.HTTPRoute) (*route, error) {
 	if !strings.HasPrefix(spec.Path, "/") {
 		return nil, errors.New(`path must start with "/"`)
 	}
-	if builtins[spec.Path] {
+	if isBuiltin(spec.Path) {
 		return nil, fmt.Errorf("path %s is reserved for the built-in endpoint", spec.Path)
 	}
 	if _, err := h.Program.Entry(spec.StartNode); err != nil {
@@ -354,13 +360,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"limit_bytes": MaxHeaderBytes})
 		return
 	}
-	if builtins[r.URL.Path] && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+	if isBuiltin(r.URL.Path) && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 		s.builtin(w, r) // HEAD: net/http drops the body (load balancer probes)
 		return
 	}
 	byMethod, ok := s.routes[r.URL.Path]
 	if !ok {
-		if builtins[r.URL.Path] { // a known path: wrong method, not "not found"
+		if isBuiltin(r.URL.Path) { // a known path: wrong method, not "not found"
 			w.Header().Set("Allow", "GET, HEAD")
 			writeJSON(w, http.StatusMethodNotAllowed, map[string]any{"error": "method not allowed", "allow": []string{"GET", "HEAD"}})
 			return
@@ -401,8 +407,10 @@ func (s *Server) builtin(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ready"})
-	case wellKnownPath, agentsPath:
+	case wellKnownPath, openWOPPath, agentsPath:
 		s.serveDiscovery(w, r)
+	default: // under /v1/agents/ (isBuiltin)
+		s.serveAgent(w, r)
 	case "/metrics":
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		w.WriteHeader(http.StatusOK)

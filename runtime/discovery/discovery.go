@@ -1,7 +1,8 @@
-// Package discovery builds the documents a serving binary publishes about
-// itself: GET /.well-known/kiln (what is compiled in and which limits are
-// enforced) and GET /v1/agents (the inventory, with degraded[] listing the
-// required capability keys this binary does not provide — seeds 001/003).
+// Package discovery builds kiln's own document a serving binary publishes
+// about itself, GET /.well-known/kiln: what is compiled in, which limits are
+// enforced and which required capability keys it does not provide. The
+// OpenWOP documents (docs/openwop.md) are built by the http family from the
+// same Info, so that their code is linked only where they are served.
 package discovery
 
 import (
@@ -25,6 +26,9 @@ type Info struct {
 	// (the manifest's degraded[]); they are listed even when the workflow
 	// does not name them in requires_capabilities.
 	BuildDegraded []string
+	// WireKey, when set, gives a key's OpenWOP identifier: a workflow may
+	// require either form, and a provided key is met in both.
+	WireKey func(string) string
 }
 
 // Limits are the limits actually enforced.
@@ -66,21 +70,6 @@ type ManifestRuntime struct {
 	Supported bool `json:"supported"`
 }
 
-// Agent is one inventory entry.
-type Agent struct {
-	AgentID      string   `json:"agentId"`
-	Name         string   `json:"name"`
-	Version      string   `json:"version"`
-	Capabilities []string `json:"capabilities"`
-	Degraded     []string `json:"degraded,omitempty"` // omitted when every requirement is met
-}
-
-// Inventory is the /v1/agents body.
-type Inventory struct {
-	Agents []Agent `json:"agents"`
-	Total  int     `json:"total"`
-}
-
 // Keys returns every capability key the compiled families provide, sorted.
 func (in Info) Keys() []string {
 	set := map[string]bool{}
@@ -92,15 +81,37 @@ func (in Info) Keys() []string {
 	return sortedSet(set)
 }
 
-// Degraded lists the workflow's requires_capabilities keys that no
-// compiled family provides: visible, never silent.
-func (in Info) Degraded() []string {
+// Provided returns the set of keys the compiled families provide, in both
+// their catalog and their OpenWOP forms.
+func (in Info) Provided() map[string]bool {
 	have := map[string]bool{}
 	for _, k := range in.Keys() {
 		have[k] = true
+		if in.WireKey != nil {
+			have[in.WireKey(k)] = true
+		}
 	}
+	return have
+}
+
+// Required returns the requires_capabilities keys of the workflow tree,
+// sorted.
+func (in Info) Required() []string {
 	set := map[string]bool{}
-	for _, k := range in.Workflow.RequiresCapabilities {
+	for _, w := range workflow.Tree(in.Workflow) {
+		for _, k := range w.RequiresCapabilities {
+			set[k] = true
+		}
+	}
+	return sortedSet(set)
+}
+
+// Degraded lists the workflow tree's requires_capabilities keys that no
+// compiled family provides: visible, never silent.
+func (in Info) Degraded() []string {
+	have := in.Provided()
+	set := map[string]bool{}
+	for _, k := range in.Required() {
 		if !have[k] {
 			set[k] = true
 		}
@@ -149,29 +160,6 @@ func Build(in Info) *Document {
 		Agents:       AgentsBlock{Supported: true, ManifestRuntime: ManifestRuntime{Supported: true}},
 		Degraded:     in.Degraded(),
 	}
-}
-
-// Agents returns the inventory: the binary serves one agent, its workflow.
-func Agents(in Info) *Inventory {
-	wf := in.Workflow
-	caps := append([]string{}, wf.RequiresCapabilities...)
-	sort.Strings(caps)
-	if caps == nil {
-		caps = []string{}
-	}
-	id := wf.Name
-	if wf.Digest != "" {
-		id = wf.Name + "@" + shortDigest(wf.Digest)
-	}
-	a := Agent{AgentID: id, Name: wf.Name, Version: in.Version, Capabilities: caps, Degraded: in.Degraded()}
-	return &Inventory{Agents: []Agent{a}, Total: 1}
-}
-
-func shortDigest(d string) string {
-	if len(d) > 12 {
-		return d[:12]
-	}
-	return d
 }
 
 func sortedSet(set map[string]bool) []string {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
@@ -61,25 +62,30 @@ func info(requires []string) Info {
 }
 
 func TestDocumentsMatchSchemas(t *testing.T) {
-	ds, is := compile(t, "discovery.schema.json"), compile(t, "inventory.schema.json")
+	ds := compile(t, "discovery.schema.json")
 	for _, req := range [][]string{nil, {"tools.fs"}, {"tools.fs", "tools.http", "mcp.tools"}} {
 		validate(t, ds, Build(info(req)))
-		validate(t, is, Agents(info(req)))
 	}
 }
 
 func TestDegradedProjection(t *testing.T) {
-	full := Agents(info([]string{"tools.fs"}))
-	if full.Agents[0].Degraded != nil {
-		t.Fatalf("all-met agent must omit degraded: %+v", full)
+	full := Build(info([]string{"tools.fs"}))
+	if full.Degraded != nil {
+		t.Fatalf("all-met document must omit degraded: %+v", full)
 	}
 	b, _ := json.Marshal(full)
 	if bytes.Contains(b, []byte("degraded")) {
 		t.Fatalf("degraded key present: %s", b)
 	}
-	deg := Agents(info([]string{"tools.http", "tools.fs", "mcp.tools"}))
-	if !reflect.DeepEqual(deg.Agents[0].Degraded, []string{"mcp.tools", "tools.http"}) {
-		t.Fatalf("degraded = %v", deg.Agents[0].Degraded)
+	deg := Build(info([]string{"tools.http", "tools.fs", "mcp.tools"}))
+	if !reflect.DeepEqual(deg.Degraded, []string{"mcp.tools", "tools.http"}) {
+		t.Fatalf("degraded = %v", deg.Degraded)
+	}
+	// A key required in its OpenWOP form is met by the family providing it.
+	in := info([]string{"x-host-kiln-tools-fs", "x-host-kiln-tools-http"})
+	in.WireKey = func(k string) string { return "x-host-kiln-" + strings.ReplaceAll(k, ".", "-") }
+	if got := Build(in).Degraded; !reflect.DeepEqual(got, []string{"x-host-kiln-tools-http"}) {
+		t.Fatalf("degraded with OpenWOP keys = %v", got)
 	}
 	doc := Build(info([]string{"tools.http"}))
 	if !reflect.DeepEqual(doc.Degraded, []string{"tools.http"}) || *doc.Limits.MaxRunDurationMS != 30000 || doc.Limits.MaxLoopIterations != 3 {
