@@ -34,6 +34,9 @@ type Server struct {
 	AllowTools     []string
 	AllowResources []string
 	Env            map[string]string // VAR = SECRET_NAME (stdio only)
+	// Headers are sent on every request to the url server's own origin:
+	// literals and {{secret:NAME}} placeholders (url only).
+	Headers map[string]string
 	// Dir is the declaring workflow's directory: a relative command path
 	// is tried there first.
 	Dir string
@@ -49,7 +52,7 @@ func serverOf(wf *workflow.Workflow, s workflow.MCPServer) Server {
 		dir = filepath.Dir(wf.Source)
 	}
 	return Server{Name: s.Name, Command: s.Command, URL: s.URL, AllowTools: s.AllowTools,
-		AllowResources: s.AllowResources, Env: s.Env, Dir: dir}
+		AllowResources: s.AllowResources, Env: s.Env, Headers: s.Headers, Dir: dir}
 }
 
 // ToolAllowed checks the server's own allow_tools. A name with a dot
@@ -173,6 +176,12 @@ func validateConfig(wf *workflow.Workflow) error {
 			if len(s.Env) > 0 {
 				bad("%s: env applies to stdio servers (command) only, not to url servers", where)
 			}
+		}
+		if len(s.Headers) > 0 && s.URL == "" {
+			bad("%s: headers apply to url servers only, not to stdio servers (command)", where)
+		}
+		for _, msg := range mcpspec.HeaderProblems(s.Headers) {
+			bad("%s: %s", where, msg)
 		}
 		for _, v := range runtime.SortedKeys(s.Env) {
 			if !envNameRe.MatchString(v) {

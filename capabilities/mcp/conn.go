@@ -40,13 +40,13 @@ var (
 // quiet discards mcp-go's own logging: kiln reports through its audit log.
 var quiet = slog.New(slog.DiscardHandler)
 
-// httpClient carries every url server's requests, sharing one connection
-// pool as mcp-go's default client does. A server's url is configured, so
-// its host is a named host to the SSRF guard: loopback and private
-// servers work, a name resolving to a link-local or metadata address is
-// refused at the dial, and a redirect to another host gets the public
-// reach. No proxy from the environment.
-var httpClient = &http.Client{Transport: netguard.NewTransport()}
+// httpTransport carries every url server's requests, sharing one
+// connection pool as mcp-go's default client does. A server's url is
+// configured, so its host is a named host to the SSRF guard: loopback and
+// private servers work, a name resolving to a link-local or metadata
+// address is refused at the dial, and a redirect to another host gets the
+// public reach. No proxy from the environment.
+var httpTransport http.RoundTripper = netguard.NewTransport()
 
 // conn is one live connection to a server.
 type conn struct {
@@ -168,6 +168,9 @@ func (p *Pool) dial(ctx context.Context, s Server) (*conn, error) {
 	}})
 	if err != nil {
 		reason := err.Error()
+		if errors.Is(err, transport.ErrAuthorizationRequired) {
+			reason = "the server refused the credentials (HTTP 401 Unauthorized); check its headers or auth"
+		}
 		// A server that dies during the handshake says why on stderr.
 		if c.cmd != nil && waitClosed(c.exited, 500*time.Millisecond) {
 			reason = c.exitReason()
@@ -246,7 +249,7 @@ func (p *Pool) dialHTTP(s Server) (*conn, error) {
 	tr, err := transport.NewStreamableHTTP(s.URL,
 		transport.WithContinuousListening(),
 		transport.WithHTTPLogger(quiet),
-		transport.WithHTTPBasicClient(httpClient),
+		transport.WithHTTPBasicClient(&http.Client{Transport: p.credentials(s, httpTransport)}),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("url %s: %v", s.URL, err)

@@ -336,6 +336,9 @@ type MCPServer struct {
 	AllowTools     []string          `toml:"allow_tools"`
 	AllowResources []string          `toml:"allow_resources"`
 	Env            map[string]string `toml:"env"` // VAR = SECRET_NAME
+	// Headers go on every request to a url server: literals and
+	// {{secret:NAME}} placeholders, resolved when a request is sent.
+	Headers map[string]string `toml:"headers"`
 }
 
 // Intelligence is the [intelligence] block.

@@ -5,7 +5,10 @@
 package spec
 
 import (
+	"fmt"
 	"maps"
+	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -73,7 +76,7 @@ var Family = spec.Family{
 	},
 	Check:    CheckServers,
 	Needs:    needs,
-	NeedsDoc: "for each [[mcp_servers]] entry (class mcp:<name>): the secrets its env passes and the host of its url",
+	NeedsDoc: "for each [[mcp_servers]] entry (class mcp:<name>): the secrets its env passes and its headers send, and the host of its url",
 }
 
 var (
@@ -140,6 +143,17 @@ func CheckServers(wf *workflow.Workflow, _ spec.Context) []spec.Issue {
 		case s.URL != "" && !rules.HTTPURL(s.URL):
 			is.Add("invalid_mcp_server", "%s: url %q must be an http(s) URL", where, s.URL)
 		}
+		if len(s.Headers) > 0 && s.URL == "" {
+			is.Add("invalid_mcp_server", "%s: headers apply to url servers only, not to stdio servers (command)", where)
+		}
+		for _, msg := range HeaderProblems(s.Headers) {
+			is.Add("invalid_header", "%s: %s", where, msg)
+		}
+		for _, name := range HeaderSecrets(s.Headers) {
+			if !spec.Secret(wf, name) {
+				is.Add("unknown_secret", "%s: headers: secret %q is not declared in [[secrets]]", where, name)
+			}
+		}
 		for _, v := range slices.Sorted(maps.Keys(s.Env)) {
 			if !spec.EnvName(v) {
 				is.Add("invalid_env_key", "%s: env %q is not an environment variable name", where, v)
@@ -162,9 +176,78 @@ func needs(wf *workflow.Workflow) []spec.Need {
 			out = append(out, spec.Need{Class: class, Kind: spec.NeedSecret, Key: m.Env[v],
 				Label: "secret passed to MCP server " + m.Name + " as " + v, Ungoverned: true})
 		}
+		for _, name := range HeaderSecrets(m.Headers) {
+			out = append(out, spec.Need{Class: class, Kind: spec.NeedSecret, Key: name,
+				Label: "secret sent to MCP server " + m.Name + " in a header", Ungoverned: true})
+		}
 		if h := rules.Hostname(m.URL); h != "" {
 			out = append(out, spec.Need{Class: class, Kind: spec.NeedNetwork, Host: h, Ungoverned: true})
 		}
 	}
 	return out
+}
+
+// secretRef is a header value's {{secret:NAME}} placeholder.
+var secretRef = regexp.MustCompile(`\{\{\s*secret:([A-Za-z0-9_.-]+)\s*\}\}`)
+
+// reservedHeaders are set by the HTTP client and the MCP transport;
+// declaring them would desynchronise framing, routing or the session.
+var reservedHeaders = []string{"Host", "Content-Length", "Transfer-Encoding", "Connection", "Te", "Upgrade", "Trailer",
+	"Content-Type", "Accept", "Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-Id"}
+
+// HeaderProblems checks a url server's headers as http_request headers
+// are checked: RFC 9110 names, no CR, LF or NUL, and no placeholder other
+// than {{secret:NAME}} (values never come from the run context).
+func HeaderProblems(headers map[string]string) []string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(headers)) {
+		val := headers[name]
+		switch {
+		case !rules.HeaderName.MatchString(name):
+			out = append(out, fmt.Sprintf("header name %q is not a valid HTTP field name", name))
+		case slices.Contains(reservedHeaders, http.CanonicalHeaderKey(name)):
+			out = append(out, fmt.Sprintf("header %s is set by the MCP client and cannot be declared", name))
+		}
+		if strings.ContainsAny(val, "\r\n\x00") {
+			out = append(out, fmt.Sprintf("header %s: value contains CR, LF or NUL", name))
+		}
+		if rest := secretRef.ReplaceAllString(val, ""); strings.Contains(rest, "{{") || strings.Contains(rest, "}}") {
+			out = append(out, fmt.Sprintf("header %s: header values take literals and {{secret:NAME}} placeholders only", name))
+		}
+	}
+	return out
+}
+
+// HeaderSecrets lists the secret names the headers' placeholders use,
+// sorted and without repeats.
+func HeaderSecrets(headers map[string]string) []string {
+	var out []string
+	for _, val := range headers {
+		for _, m := range secretRef.FindAllStringSubmatch(val, -1) {
+			out = append(out, m[1])
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// HeaderParts splits a header value into literal text and secret names:
+// parts[i] is a secret name when secret[i] is true.
+func HeaderParts(val string) (parts []string, secret []bool) {
+	rest := val
+	for {
+		loc := secretRef.FindStringSubmatchIndex(rest)
+		if loc == nil {
+			break
+		}
+		if loc[0] > 0 {
+			parts, secret = append(parts, rest[:loc[0]]), append(secret, false)
+		}
+		parts, secret = append(parts, rest[loc[2]:loc[3]]), append(secret, true)
+		rest = rest[loc[1]:]
+	}
+	if rest != "" {
+		parts, secret = append(parts, rest), append(secret, false)
+	}
+	return parts, secret
 }
