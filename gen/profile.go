@@ -90,7 +90,7 @@ func (p *Profile) Allows(id string) bool {
 // the profile forbids (and --degrade was not given). Its JSON form is the
 // error envelope `kiln build` prints on stderr.
 type CapabilityError struct {
-	Code               string   // capability_required
+	Code               string   // unsupported_capability (OpenWOP's refusal code)
 	Workflow           string   // root workflow name
 	Profile            string   // profile name
 	RequiredCapability string   // the first unmet capability key
@@ -172,7 +172,7 @@ func project(wf *workflow.Workflow, u *catalog.Usage, p *Profile, degrade bool) 
 		}
 		sort.Strings(keys)
 		if !degrade {
-			return nil, &CapabilityError{Code: "capability_required", Workflow: wf.Name, Profile: p.Name,
+			return nil, &CapabilityError{Code: "unsupported_capability", Workflow: wf.Name, Profile: p.Name,
 				RequiredCapability: firstRequired(requiredKeys, keys), Required: keys, Families: denied, Why: reasons}
 		}
 		for _, k := range keys {
@@ -209,10 +209,11 @@ func requiredKeys(wf *workflow.Workflow) []string {
 	return setSorted(set)
 }
 
-// firstRequired prefers a key the workflow declared itself.
+// firstRequired prefers a key the workflow declared itself, in the form it
+// declared it (a catalog key or its OpenWOP identifier).
 func firstRequired(declared, unmet []string) string {
 	for _, k := range declared {
-		if slices.Contains(unmet, k) {
+		if slices.Contains(unmet, k) || slices.Contains(catalog.WireKeys(unmet), k) {
 			return k
 		}
 	}

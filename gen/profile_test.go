@@ -106,14 +106,14 @@ func TestProfileRefusesForbiddenFamily(t *testing.T) {
 	if !errors.As(err, &ce) {
 		t.Fatalf("want a CapabilityError, got %v", err)
 	}
-	if ce.Code != "capability_required" || ce.RequiredCapability != "tools.http" || !slices.Equal(ce.Families, []string{"httpclient"}) {
+	if ce.Code != "unsupported_capability" || ce.RequiredCapability != "tools.http" || !slices.Equal(ce.Families, []string{"httpclient"}) {
 		t.Fatalf("%+v", ce)
 	}
 	if !strings.Contains(ce.Error(), "node fetch (http_request)") || !strings.Contains(ce.Error(), "airgapped") {
 		t.Errorf("message does not say what needs the family: %v", ce)
 	}
 	env := ce.Envelope()["error"].(map[string]any)
-	if env["code"] != "capability_required" || env["details"].(map[string]any)["requiredCapability"] != "tools.http" {
+	if env["code"] != "unsupported_capability" || env["details"].(map[string]any)["requiredCapability"] != "tools.http" {
 		t.Errorf("envelope %v", env)
 	}
 	// Without a profile the same workflow plans fine, httpclient linked.
@@ -250,5 +250,29 @@ filesystem = { allow = [{ path = "/srv/x", mode = "rw" }] }
 	var ce *needs.ConflictError
 	if _, err := gen.NewPlan(wf, gen.PlanOptions{Catalogs: []*needs.Catalog{bad}}); !errors.As(err, &ce) {
 		t.Fatalf("want a conflict, got %v", err)
+	}
+}
+
+// A workflow may require a capability by its OpenWOP identifier, as a
+// client reads it from /.well-known/openwop: the family providing it is
+// linked, and a profile that forbids that family refuses the build naming
+// the key as written.
+func TestProfileOpenWOPKeys(t *testing.T) {
+	src := strings.Replace(fetcher, `["tools.http", "data.json"]`, `["x-host-kiln-tools-http"]`, 1)
+	p, err := planWith(t, src, gen.PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(p.Families, "httpclient") || len(p.Degraded) != 0 {
+		t.Fatalf("families %v degraded %v", p.Families, p.Degraded)
+	}
+	prof, err := gen.LoadProfile(filepath.Join(repoRoot(t), "testdata", "profiles", "airgapped.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = planWith(t, src, gen.PlanOptions{Profile: prof})
+	var ce *gen.CapabilityError
+	if !errors.As(err, &ce) || ce.Code != "unsupported_capability" || ce.RequiredCapability != "x-host-kiln-tools-http" {
+		t.Fatalf("want unsupported_capability naming x-host-kiln-tools-http, got %#v", err)
 	}
 }

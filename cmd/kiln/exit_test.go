@@ -39,8 +39,8 @@ func TestFailedMapsEveryErrorKind(t *testing.T) {
 	}
 
 	var stderr bytes.Buffer
-	capErr := &gen.CapabilityError{Code: "capability_required", Workflow: "w", Profile: "p", RequiredCapability: "tools.http"}
-	if code := failed("kiln x", capErr, &stderr); code != cli.ExitFailed || !bytes.HasPrefix(stderr.Bytes(), []byte(`{"error":{"code":"capability_required"`)) {
+	capErr := &gen.CapabilityError{Code: "unsupported_capability", Workflow: "w", Profile: "p", RequiredCapability: "tools.http"}
+	if code := failed("kiln x", capErr, &stderr); code != cli.ExitFailed || !bytes.HasPrefix(stderr.Bytes(), []byte(`{"error":{"code":"unsupported_capability"`)) {
 		t.Fatalf("capability refusal: exit %d, stderr %s", code, stderr.String())
 	}
 }
