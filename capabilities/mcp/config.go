@@ -37,6 +37,7 @@ type Server struct {
 	// Headers are sent on every request to the url server's own origin:
 	// literals and {{secret:NAME}} placeholders (url only).
 	Headers map[string]string
+	TLS     *workflow.MCPTLS // client certificate and CAs (url only)
 	// Dir is the declaring workflow's directory: a relative command path
 	// is tried there first.
 	Dir string
@@ -52,7 +53,7 @@ func serverOf(wf *workflow.Workflow, s workflow.MCPServer) Server {
 		dir = filepath.Dir(wf.Source)
 	}
 	return Server{Name: s.Name, Command: s.Command, URL: s.URL, AllowTools: s.AllowTools,
-		AllowResources: s.AllowResources, Env: s.Env, Headers: s.Headers, Dir: dir}
+		AllowResources: s.AllowResources, Env: s.Env, Headers: s.Headers, TLS: s.TLS, Dir: dir}
 }
 
 // ToolAllowed checks the server's own allow_tools. A name with a dot
@@ -181,6 +182,9 @@ func validateConfig(wf *workflow.Workflow) error {
 			bad("%s: headers apply to url servers only, not to stdio servers (command)", where)
 		}
 		for _, msg := range mcpspec.HeaderProblems(s.Headers) {
+			bad("%s: %s", where, msg)
+		}
+		for _, msg := range mcpspec.TLSProblems(s) {
 			bad("%s: %s", where, msg)
 		}
 		for _, v := range runtime.SortedKeys(s.Env) {

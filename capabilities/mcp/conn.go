@@ -63,6 +63,10 @@ type conn struct {
 	healthy   atomic.Bool
 	restarted bool
 
+	// url only: a transport of this connection's own (tls), whose idle
+	// connections close with it
+	ownTransport interface{ CloseIdleConnections() }
+
 	// stdio only
 	cmd     *exec.Cmd
 	stdout  *os.File // read end of the child's stdout, closed on close
@@ -112,6 +116,9 @@ func (c *conn) close() {
 		c.markDead()
 		if c.client != nil {
 			_ = c.client.Close()
+		}
+		if c.ownTransport != nil {
+			c.ownTransport.CloseIdleConnections()
 		}
 		if c.cmd == nil {
 			return
@@ -246,15 +253,22 @@ func (p *Pool) spawn(s Server) (*conn, error) {
 // by the reference server. Live triggers would then miss updates; legacy
 // resources/subscribe plus the GET stream is what every server speaks.
 func (p *Pool) dialHTTP(s Server) (*conn, error) {
+	base, err := serverTransport(s)
+	if err != nil {
+		return nil, err
+	}
 	tr, err := transport.NewStreamableHTTP(s.URL,
 		transport.WithContinuousListening(),
 		transport.WithHTTPLogger(quiet),
-		transport.WithHTTPBasicClient(&http.Client{Transport: p.credentials(s, httpTransport)}),
+		transport.WithHTTPBasicClient(&http.Client{Transport: p.credentials(s, base)}),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("url %s: %v", s.URL, err)
 	}
 	c := &conn{server: s.Name, done: make(chan struct{})}
+	if base != httpTransport {
+		c.ownTransport, _ = base.(interface{ CloseIdleConnections() })
+	}
 	c.client = client.NewClient(tr, client.WithLegacyProtocolOnly())
 	p.auditInfo("mcp.server.started", "server", s.Name, "transport", "http", "url", s.URL)
 	return c, nil

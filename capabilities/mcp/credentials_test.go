@@ -130,11 +130,12 @@ func TestHeadersStayOnTheServersOrigin(t *testing.T) {
 	const token = "tok-origin-93d2aa"
 	var mu sync.Mutex
 	var elsewhere []string
+	mcpServer := statefulHTTP(newTestServer(filepath.Join(t.TempDir(), "calls.jsonl")))
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		elsewhere = append(elsewhere, r.Header.Get("Authorization"))
 		mu.Unlock()
-		statefulHTTP(newTestServer(filepath.Join(t.TempDir(), "calls.jsonl"))).ServeHTTP(w, r)
+		mcpServer.ServeHTTP(w, r)
 	}))
 	t.Cleanup(other.Close)
 	first := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -339,6 +339,15 @@ type MCPServer struct {
 	// Headers go on every request to a url server: literals and
 	// {{secret:NAME}} placeholders, resolved when a request is sent.
 	Headers map[string]string `toml:"headers"`
+	TLS     *MCPTLS           `toml:"tls"` // url only: client certificate, trusted CAs
+}
+
+// MCPTLS is a url server's TLS client configuration (mTLS). Relative
+// paths are tried against the workflow's directory first.
+type MCPTLS struct {
+	CertFile string `toml:"cert_file"` // PEM client certificate (chain)
+	KeyFile  string `toml:"key_file"`  // PEM private key of cert_file
+	CAFile   string `toml:"ca_file"`   // PEM CAs that replace the system roots
 }
 
 // Intelligence is the [intelligence] block.

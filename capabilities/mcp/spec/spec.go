@@ -76,7 +76,7 @@ var Family = spec.Family{
 	},
 	Check:    CheckServers,
 	Needs:    needs,
-	NeedsDoc: "for each [[mcp_servers]] entry (class mcp:<name>): the secrets its env passes and its headers send, and the host of its url",
+	NeedsDoc: "for each [[mcp_servers]] entry (class mcp:<name>): the secrets its env passes and its headers send, its TLS files (read-only) and the host of its url",
 }
 
 var (
@@ -149,6 +149,9 @@ func CheckServers(wf *workflow.Workflow, _ spec.Context) []spec.Issue {
 		for _, msg := range HeaderProblems(s.Headers) {
 			is.Add("invalid_header", "%s: %s", where, msg)
 		}
+		for _, msg := range TLSProblems(s) {
+			is.Add("invalid_mcp_server", "%s: %s", where, msg)
+		}
 		for _, name := range HeaderSecrets(s.Headers) {
 			if !spec.Secret(wf, name) {
 				is.Add("unknown_secret", "%s: headers: secret %q is not declared in [[secrets]]", where, name)
@@ -179,6 +182,14 @@ func needs(wf *workflow.Workflow) []spec.Need {
 		for _, name := range HeaderSecrets(m.Headers) {
 			out = append(out, spec.Need{Class: class, Kind: spec.NeedSecret, Key: name,
 				Label: "secret sent to MCP server " + m.Name + " in a header", Ungoverned: true})
+		}
+		if t := m.TLS; t != nil {
+			for _, f := range []string{t.CertFile, t.KeyFile, t.CAFile} {
+				if f != "" {
+					out = append(out, spec.Need{Class: class, Kind: spec.NeedFilesystem, Path: f, Mode: "ro",
+						Label: "TLS file of MCP server " + m.Name, Ungoverned: true})
+				}
+			}
 		}
 		if h := rules.Hostname(m.URL); h != "" {
 			out = append(out, spec.Need{Class: class, Kind: spec.NeedNetwork, Host: h, Ungoverned: true})
@@ -250,4 +261,27 @@ func HeaderParts(val string) (parts []string, secret []bool) {
 		parts, secret = append(parts, rest), append(secret, false)
 	}
 	return parts, secret
+}
+
+// TLSProblems checks a server's tls table: url servers over https only,
+// cert_file and key_file together, at least one file.
+func TLSProblems(s workflow.MCPServer) []string {
+	t := s.TLS
+	if t == nil {
+		return nil
+	}
+	var out []string
+	switch {
+	case s.URL == "":
+		out = append(out, "tls applies to url servers only, not to stdio servers (command)")
+	case !strings.HasPrefix(strings.ToLower(s.URL), "https://"):
+		out = append(out, fmt.Sprintf("tls needs an https url, not %q", s.URL))
+	}
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		out = append(out, "tls: cert_file and key_file go together")
+	}
+	if t.CertFile == "" && t.KeyFile == "" && t.CAFile == "" {
+		out = append(out, "tls: set cert_file and key_file, ca_file, or both")
+	}
+	return out
 }
