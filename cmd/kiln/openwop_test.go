@@ -51,8 +51,9 @@ func mustValidate(t *testing.T, s *jsonschema.Schema, path string, doc any) {
 // checkOpenWOP fetches a sealed binary's OpenWOP documents over loopback,
 // validates them against the published schemas, and checks the agent's
 // degraded keys (nil: the field must be absent) and that no advertised key
-// is listed as degraded. It returns the advertised keys.
-func checkOpenWOP(t *testing.T, base, agentID string, degraded []string) []string {
+// is listed as degraded. It returns the advertised keys and the agent's
+// tool allowlist.
+func checkOpenWOP(t *testing.T, base, agentID string, degraded []string) (advertised, tools []string) {
 	t.Helper()
 	caps := openwoptest.Compile(t, openwoptest.Capabilities)
 	inv := openwoptest.Compile(t, openwoptest.AgentInventory)
@@ -60,7 +61,6 @@ func checkOpenWOP(t *testing.T, base, agentID string, degraded []string) []strin
 
 	d := getJSON(t, base, "/.well-known/openwop", 200)
 	mustValidate(t, caps, "/.well-known/openwop", d)
-	var advertised []string
 	for _, k := range d.(map[string]any)["runtimeCapabilities"].([]any) {
 		advertised = append(advertised, k.(string))
 	}
@@ -96,7 +96,10 @@ func checkOpenWOP(t *testing.T, base, agentID string, degraded []string) []strin
 	if e, _ := nf["error"].(map[string]any); e["code"] != "agent_not_found" {
 		t.Errorf("unknown agent: %v", nf)
 	}
-	return advertised
+	for _, k := range a["toolAllowlist"].([]any) {
+		tools = append(tools, k.(string))
+	}
+	return advertised, tools
 }
 
 // satisfiedHook requires its capabilities by the OpenWOP identifiers a
@@ -133,7 +136,10 @@ func TestSealedOpenWOPSatisfied(t *testing.T) {
 		t.Fatalf("kiln build: exit %d\n%s", code, stderr)
 	}
 	base := serveSealed(t, bin)
-	adv := checkOpenWOP(t, base, "local.kiln.satisfied-hook", nil)
+	adv, tools := checkOpenWOP(t, base, "local.kiln.satisfied-hook", nil)
+	if !reflect.DeepEqual(tools, []string{"kilnworks.kiln:template_render"}) {
+		t.Errorf("toolAllowlist = %v", tools)
+	}
 	for _, k := range []string{"x-host-kiln-serve-http", "x-host-kiln-data-template", "x-host-kiln-flow-control"} {
 		if !slices.Contains(adv, k) {
 			t.Errorf("%s not advertised: %v", k, adv)
