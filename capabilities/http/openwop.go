@@ -155,8 +155,9 @@ func modelClass(wf *workflow.Workflow) string {
 // toolAllowlist is what the agent can actually invoke: the node kinds its
 // tree uses (nodes and agent-loop tools) that this binary has a handler
 // for, and the MCP tools its servers allow, when the MCP family is linked
-// and [policy.mcp] admits the server (no [policy.mcp]: none, deny by
-// default). MCP entries are the workflow's patterns, as written.
+// and [policy.mcp] admits the server and the tool (no [policy.mcp]: none,
+// deny by default). MCP entries are the server's allow_tools patterns, as
+// written.
 func toolAllowlist(info discovery.Info) []string {
 	registered := map[string]bool{}
 	for _, k := range runtime.RegisteredNodeKinds() {
@@ -180,7 +181,11 @@ func toolAllowlist(info discovery.Info) []string {
 				continue
 			}
 			for _, t := range s.AllowTools {
-				set["mcp:"+s.Name+"/"+t] = true
+				// A server pattern [policy.mcp].tools does not admit, read
+				// as a name, is left out (the policy refuses its calls).
+				if policy.MatchAny(w.Policy.MCP.Tools, t) {
+					set["mcp:"+s.Name+"/"+t] = true
+				}
 			}
 		}
 	}

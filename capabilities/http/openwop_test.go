@@ -8,7 +8,10 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
 
+	"github.com/kilnworks/kiln/capabilities/catalog"
 	"github.com/kilnworks/kiln/capabilities/http/openwoptest"
+	"github.com/kilnworks/kiln/runtime/discovery"
+	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
 func validDoc(t *testing.T, s *jsonschema.Schema, r resp) map[string]any {
@@ -95,5 +98,60 @@ func TestAgentID(t *testing.T) {
 		if got := agentID(in); got != want {
 			t.Errorf("agentID(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// The tool allowlist advertises only what the binary can invoke: node
+// kinds with a handler, and MCP tools only when the mcp family is linked
+// and [policy.mcp] admits them (no [policy.mcp]: none, deny by default).
+func TestToolAllowlist(t *testing.T) {
+	mk := func(pol *workflow.Policy) discovery.Info {
+		return discovery.Info{
+			Workflow: &workflow.Workflow{Name: "w",
+				Nodes:      []workflow.Node{{ID: "a", Type: "httptest_node"}, {ID: "b", Type: "no_such_kind", Tools: []string{"httptest_node", "other_missing"}}},
+				MCPServers: []workflow.MCPServer{{Name: "docs", AllowTools: []string{"search", "fetch_*"}}, {Name: "admin", AllowTools: []string{"drop"}}},
+				Policy:     pol},
+			Families: map[string][]string{"mcp": {"mcp.tools"}},
+		}
+	}
+	kinds := []string{"kilnworks.kiln:httptest_node"}
+	for name, tc := range map[string]struct {
+		info discovery.Info
+		want []string
+	}{
+		"no policy":       {mk(nil), kinds},
+		"no mcp policy":   {mk(&workflow.Policy{}), kinds},
+		"no tools":        {mk(&workflow.Policy{MCP: &workflow.MCPPolicy{Servers: []string{"docs"}}}), kinds},
+		"server admitted": {mk(&workflow.Policy{MCP: &workflow.MCPPolicy{Servers: []string{"docs"}, Tools: []string{"*"}}}), append([]string{"kilnworks.kiln:httptest_node"}, "mcp:docs/fetch_*", "mcp:docs/search")},
+		"tool admitted":   {mk(&workflow.Policy{MCP: &workflow.MCPPolicy{Tools: []string{"search", "drop"}}}), append([]string{"kilnworks.kiln:httptest_node"}, "mcp:admin/drop", "mcp:docs/search")},
+		"mcp not linked": {func() discovery.Info {
+			in := mk(&workflow.Policy{MCP: &workflow.MCPPolicy{Tools: []string{"*"}}})
+			in.Families = nil
+			return in
+		}(), kinds},
+	} {
+		if got := toolAllowlist(tc.info); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: toolAllowlist = %v, want %v", name, got, tc.want)
+		}
+	}
+}
+
+func TestAgentProjection(t *testing.T) {
+	wf := &workflow.Workflow{Name: "w", RequiresCapabilities: []string{"host.mcp", "tools.fs", "host.workspace"}}
+	in := discovery.Info{Workflow: wf, Families: map[string][]string{"mcp": {"mcp.tools"}},
+		BuildDegraded: []string{"tools.fs", "tools.http", "host.workspace"}, WireKey: catalog.WireKey}
+	// host.mcp is met by mcp.tools; tools.fs is listed as written; the
+	// left-out tools.http in its OpenWOP form; host.workspace once.
+	if got := agentDegraded(in); !reflect.DeepEqual(got, []string{"host.workspace", "tools.fs", "x-host-kiln-tools-http"}) {
+		t.Errorf("degraded = %v", got)
+	}
+	if modelClass(wf) != "general" || hasHandoffSchemas(wf) {
+		t.Errorf("plain workflow: %s %v", modelClass(wf), hasHandoffSchemas(wf))
+	}
+	child := &workflow.Workflow{Name: "c", Intelligence: &workflow.Intelligence{Backends: []workflow.Backend{{Name: "m"}}},
+		Nodes: []workflow.Node{{ID: "l", Type: "agent_loop", OutputSchema: "out.json"}}}
+	wf.Children = map[string]*workflow.Workflow{"c.toml": child}
+	if modelClass(wf) != "reasoning" || !hasHandoffSchemas(wf) {
+		t.Errorf("agent loop child: %s %v", modelClass(wf), hasHandoffSchemas(wf))
 	}
 }
