@@ -38,6 +38,9 @@ type Server struct {
 	// literals and {{secret:NAME}} placeholders (url only).
 	Headers map[string]string
 	TLS     *workflow.MCPTLS // client certificate and CAs (url only)
+	// OAuth2 names the [[secrets]] oauth2 entry whose token is the
+	// server's bearer (url only).
+	OAuth2 string
 	// Dir is the declaring workflow's directory: a relative command path
 	// is tried there first.
 	Dir string
@@ -52,8 +55,12 @@ func serverOf(wf *workflow.Workflow, s workflow.MCPServer) Server {
 	if wf.Source != "" {
 		dir = filepath.Dir(wf.Source)
 	}
+	oauth := ""
+	if s.Auth != nil {
+		oauth = s.Auth.Secret
+	}
 	return Server{Name: s.Name, Command: s.Command, URL: s.URL, AllowTools: s.AllowTools,
-		AllowResources: s.AllowResources, Env: s.Env, Headers: s.Headers, TLS: s.TLS, Dir: dir}
+		AllowResources: s.AllowResources, Env: s.Env, Headers: s.Headers, TLS: s.TLS, OAuth2: oauth, Dir: dir}
 }
 
 // ToolAllowed checks the server's own allow_tools. A name with a dot
@@ -185,6 +192,9 @@ func validateConfig(wf *workflow.Workflow) error {
 			bad("%s: %s", where, msg)
 		}
 		for _, msg := range mcpspec.TLSProblems(s) {
+			bad("%s: %s", where, msg)
+		}
+		for _, msg := range mcpspec.AuthProblems(s, wf) {
 			bad("%s: %s", where, msg)
 		}
 		for _, v := range runtime.SortedKeys(s.Env) {

@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -15,11 +16,12 @@ import (
 // file secret is picked up without a restart, and never from the run
 // context.
 func (p *Pool) credentials(s Server, base http.RoundTripper) http.RoundTripper {
-	if len(s.Headers) == 0 {
+	if len(s.Headers) == 0 && s.OAuth2 == "" {
 		return base
 	}
 	origin, _ := url.Parse(s.URL) // validated before the pool is built
-	return &credentialTransport{base: base, server: s.Name, origin: origin, headers: s.Headers, secret: p.secret}
+	return &credentialTransport{base: base, server: s.Name, origin: origin, headers: s.Headers,
+		oauth2: s.OAuth2, secret: p.secret, refused: p.refused}
 }
 
 type credentialTransport struct {
@@ -27,7 +29,9 @@ type credentialTransport struct {
 	server  string
 	origin  *url.URL
 	headers map[string]string
+	oauth2  string // the [[secrets]] oauth2 entry whose token is the bearer
 	secret  func(name string) (string, error)
+	refused func(name, value string)
 }
 
 // RoundTrip adds the headers only on the server's own origin: a redirect
@@ -41,14 +45,66 @@ func (t *credentialTransport) RoundTrip(req *http.Request) (*http.Response, erro
 	for _, name := range runtime.SortedKeys(t.headers) {
 		v, err := t.resolve(name)
 		if err != nil {
-			if req.Body != nil {
-				_ = req.Body.Close()
-			}
+			closeBody(req)
 			return nil, err
 		}
 		out.Header.Set(name, v)
 	}
-	return t.base.RoundTrip(out)
+	if t.oauth2 == "" {
+		return t.base.RoundTrip(out)
+	}
+	token, err := t.token()
+	if err != nil {
+		closeBody(req)
+		return nil, err
+	}
+	out.Header.Set("Authorization", "Bearer "+token)
+	resp, err := t.base.RoundTrip(out)
+	if err != nil || resp.StatusCode != http.StatusUnauthorized {
+		return resp, err
+	}
+	// A 401 to a token kiln holds as valid: it was revoked or the server's
+	// clock runs ahead. Fetch a new one and send the request once more;
+	// a second 401 goes back to the client.
+	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
+		return resp, nil // the body cannot be sent again
+	}
+	t.refused(t.oauth2, token)
+	fresh, err := t.token()
+	if err != nil || fresh == token {
+		return resp, nil
+	}
+	retry := req.Clone(req.Context())
+	retry.Header = out.Header.Clone()
+	retry.Header.Set("Authorization", "Bearer "+fresh)
+	if req.GetBody != nil {
+		if retry.Body, err = req.GetBody(); err != nil {
+			return resp, nil
+		}
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+	_ = resp.Body.Close()
+	return t.base.RoundTrip(retry)
+}
+
+// token is the current bearer of the auth secret, registered for
+// redaction.
+func (t *credentialTransport) token() (string, error) {
+	v, err := t.secret(t.oauth2)
+	if err != nil {
+		return "", fmt.Errorf("[[mcp_servers]] %q: auth: secret %s: %s", t.server, t.oauth2, runtime.Redact(err.Error()))
+	}
+	runtime.RedactValue(v)
+	if v == "" || strings.ContainsAny(v, "\r\n\x00") {
+		return "", fmt.Errorf("[[mcp_servers]] %q: auth: secret %s is empty or contains CR, LF or NUL; refused", t.server, t.oauth2)
+	}
+	return v, nil
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
 }
 
 // resolve fills one header's placeholders. Errors name the server, the

@@ -17,11 +17,13 @@ import (
 	"github.com/kilnworks/kiln/runtime"
 )
 
-// bearerGate serves h to requests carrying "Bearer <want()>" and answers
+// bearerGate serves h to requests carrying "Bearer <want()>" (or a token
+// accept approves) and answers
 // 401 otherwise; it records every Authorization header it saw.
 type bearerGate struct {
-	want func() string
-	h    http.Handler
+	want   func() string
+	accept func(token string) bool // replaces want when set
+	h      http.Handler
 
 	mu   sync.Mutex
 	seen []string
@@ -32,7 +34,14 @@ func (g *bearerGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.mu.Lock()
 	g.seen = append(g.seen, got)
 	g.mu.Unlock()
-	if got != "Bearer "+g.want() {
+	ok := false
+	if g.accept != nil {
+		tok, found := strings.CutPrefix(got, "Bearer ")
+		ok = found && g.accept(tok)
+	} else {
+		ok = got == "Bearer "+g.want()
+	}
+	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
 		return

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/kilnworks/kiln/capabilities/mcp/mcpclient"
+	"github.com/kilnworks/kiln/capabilities/secrets/tokenrefresh"
 	"github.com/kilnworks/kiln/runtime"
 )
 
@@ -79,7 +80,8 @@ func Setup(ctx context.Context, h *runtime.Host, stdio string) error {
 	}
 	// The secrets family may fill Services.Secret after this Setup, so it
 	// is looked up when a server starts.
-	pool := NewPool(servers, Options{Secret: svc.SecretValue, Audit: h.Engine.Audit})
+	pool := NewPool(servers, Options{Secret: svc.SecretValue, Audit: h.Engine.Audit,
+		Refused: func(name, value string) { tokenrefresh.Refused(svc, name, value) }})
 	pools.Lock()
 	pools.list = append(pools.list, pool)
 	pools.Unlock()

@@ -29,6 +29,7 @@ var ErrClosed = errors.New("mcp: the client pool is shut down")
 type Pool struct {
 	servers map[string]Server
 	secret  func(name string) (string, error)
+	refused func(name, value string)
 	audit   *slog.Logger
 
 	// ctx is the lifetime of the connections (HTTP listen streams, the
@@ -72,6 +73,9 @@ type Options struct {
 	// Secret resolves the secret names of a server's env (required when a
 	// server declares env).
 	Secret func(name string) (string, error)
+	// Refused reports an oauth2 token a server answered 401 to, so the
+	// next Secret fetches a new one (nil: nothing to tell).
+	Refused func(name, value string)
 	// Audit receives mcp.server.* events; nil discards them.
 	Audit *slog.Logger
 }
@@ -79,10 +83,13 @@ type Options struct {
 // NewPool builds a pool for servers. Nothing starts until first use.
 func NewPool(servers []Server, o Options) *Pool {
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &Pool{servers: map[string]Server{}, secret: o.Secret, audit: o.Audit, ctx: ctx, cancel: cancel,
+	p := &Pool{servers: map[string]Server{}, secret: o.Secret, refused: o.Refused, audit: o.Audit, ctx: ctx, cancel: cancel,
 		states: map[string]*state{}}
 	if p.secret == nil {
 		p.secret = func(name string) (string, error) { return "", errors.New("no secrets registry is configured") }
+	}
+	if p.refused == nil {
+		p.refused = func(string, string) {}
 	}
 	for _, s := range servers {
 		p.servers[s.Name] = s

@@ -37,6 +37,7 @@ import (
 	"time"
 
 	secretsspec "github.com/kilnworks/kiln/capabilities/secrets/spec"
+	"github.com/kilnworks/kiln/capabilities/secrets/tokenrefresh"
 	"github.com/kilnworks/kiln/capabilities/spec"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/workflow"
@@ -198,6 +199,21 @@ func (r *Registry) Secret(name string) (string, error) {
 	return fresh.value, nil
 }
 
+// Refused drops an oauth2 token a server refused, so that the next use
+// fetches a new one. A token that is no longer the cached one (another
+// caller already refreshed it) is left alone, so concurrent refusals
+// cause one fetch.
+func (r *Registry) Refused(name, value string) {
+	if s, ok := r.specs[name]; !ok || s.Source != "oauth2" {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c, ok := r.cached[name]; ok && c.value == value {
+		delete(r.cached, name)
+	}
+}
+
 func (r *Registry) resolve(ctx context.Context, s workflow.Secret) (cachedValue, error) {
 	switch s.Source {
 	case "env":
@@ -275,6 +291,7 @@ func setup(ctx context.Context, h *runtime.Host) error {
 		return err
 	}
 	svc.Secret = reg.Secret
+	tokenrefresh.Install(svc, reg.Refused)
 	if len(reg.specs) == 0 {
 		return nil
 	}

@@ -339,7 +339,14 @@ type MCPServer struct {
 	// Headers go on every request to a url server: literals and
 	// {{secret:NAME}} placeholders, resolved when a request is sent.
 	Headers map[string]string `toml:"headers"`
-	TLS     *MCPTLS           `toml:"tls"` // url only: client certificate, trusted CAs
+	TLS     *MCPTLS           `toml:"tls"`  // url only: client certificate, trusted CAs
+	Auth    *MCPAuth          `toml:"auth"` // url only: bearer token from a [[secrets]] oauth2 entry
+}
+
+// MCPAuth is a url server's token authentication.
+type MCPAuth struct {
+	Kind   string `toml:"kind"`   // oauth2
+	Secret string `toml:"secret"` // a [[secrets]] entry of source oauth2
 }
 
 // MCPTLS is a url server's TLS client configuration (mTLS). Relative

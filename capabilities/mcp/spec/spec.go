@@ -76,7 +76,7 @@ var Family = spec.Family{
 	},
 	Check:    CheckServers,
 	Needs:    needs,
-	NeedsDoc: "for each [[mcp_servers]] entry (class mcp:<name>): the secrets its env passes and its headers send, its TLS files (read-only) and the host of its url",
+	NeedsDoc: "for each [[mcp_servers]] entry (class mcp:<name>): the secrets its env passes and its headers and auth send, its TLS files (read-only) and the host of its url",
 }
 
 var (
@@ -152,6 +152,9 @@ func CheckServers(wf *workflow.Workflow, _ spec.Context) []spec.Issue {
 		for _, msg := range TLSProblems(s) {
 			is.Add("invalid_mcp_server", "%s: %s", where, msg)
 		}
+		for _, msg := range AuthProblems(s, wf) {
+			is.Add("invalid_mcp_auth", "%s: %s", where, msg)
+		}
 		for _, name := range HeaderSecrets(s.Headers) {
 			if !spec.Secret(wf, name) {
 				is.Add("unknown_secret", "%s: headers: secret %q is not declared in [[secrets]]", where, name)
@@ -182,6 +185,10 @@ func needs(wf *workflow.Workflow) []spec.Need {
 		for _, name := range HeaderSecrets(m.Headers) {
 			out = append(out, spec.Need{Class: class, Kind: spec.NeedSecret, Key: name,
 				Label: "secret sent to MCP server " + m.Name + " in a header", Ungoverned: true})
+		}
+		if a := m.Auth; a != nil && a.Secret != "" {
+			out = append(out, spec.Need{Class: class, Kind: spec.NeedSecret, Key: a.Secret,
+				Label: "OAuth2 token for MCP server " + m.Name, Ungoverned: true})
 		}
 		if t := m.TLS; t != nil {
 			for _, f := range []string{t.CertFile, t.KeyFile, t.CAFile} {
@@ -282,6 +289,43 @@ func TLSProblems(s workflow.MCPServer) []string {
 	}
 	if t.CertFile == "" && t.KeyFile == "" && t.CAFile == "" {
 		out = append(out, "tls: set cert_file and key_file, ca_file, or both")
+	}
+	return out
+}
+
+// AuthProblems checks a server's auth table: a url server, kind oauth2,
+// and a secret naming a [[secrets]] entry of wf of source oauth2. The
+// token is the Authorization header, so headers must not set one too.
+func AuthProblems(s workflow.MCPServer, wf *workflow.Workflow) []string {
+	a := s.Auth
+	if a == nil {
+		return nil
+	}
+	var out []string
+	if s.URL == "" {
+		out = append(out, "auth applies to url servers only, not to stdio servers (command)")
+	}
+	if a.Kind != "oauth2" {
+		out = append(out, fmt.Sprintf("auth.kind %q must be oauth2", a.Kind))
+	}
+	switch {
+	case a.Secret == "":
+		out = append(out, "auth.secret is required: the name of a [[secrets]] entry of source oauth2")
+	default:
+		src := ""
+		for _, sec := range wf.Secrets {
+			if sec.Name == a.Secret {
+				src = sec.Source
+			}
+		}
+		if src != "oauth2" {
+			out = append(out, fmt.Sprintf("auth.secret %q must name a [[secrets]] entry of source oauth2", a.Secret))
+		}
+	}
+	for name := range s.Headers {
+		if http.CanonicalHeaderKey(name) == "Authorization" {
+			out = append(out, "set auth or an Authorization header, not both")
+		}
 	}
 	return out
 }
