@@ -41,6 +41,9 @@ type Server struct {
 	// OAuth2 names the [[secrets]] oauth2 entry whose token is the
 	// server's bearer (url only).
 	OAuth2 string
+	// AuthHosts are the hosts besides the url's that protected-resource
+	// discovery may reach.
+	AuthHosts []string
 	// Dir is the declaring workflow's directory: a relative command path
 	// is tried there first.
 	Dir string
@@ -55,12 +58,12 @@ func serverOf(wf *workflow.Workflow, s workflow.MCPServer) Server {
 	if wf.Source != "" {
 		dir = filepath.Dir(wf.Source)
 	}
-	oauth := ""
+	oauth, hosts := "", []string(nil)
 	if s.Auth != nil {
-		oauth = s.Auth.Secret
+		oauth, hosts = s.Auth.Secret, s.Auth.Hosts
 	}
 	return Server{Name: s.Name, Command: s.Command, URL: s.URL, AllowTools: s.AllowTools,
-		AllowResources: s.AllowResources, Env: s.Env, Headers: s.Headers, TLS: s.TLS, OAuth2: oauth, Dir: dir}
+		AllowResources: s.AllowResources, Env: s.Env, Headers: s.Headers, TLS: s.TLS, OAuth2: oauth, AuthHosts: hosts, Dir: dir}
 }
 
 // ToolAllowed checks the server's own allow_tools. A name with a dot

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 
 	mcpspec "github.com/kilnworks/kiln/capabilities/mcp/spec"
 	"github.com/kilnworks/kiln/runtime"
@@ -20,8 +21,13 @@ func (p *Pool) credentials(s Server, base http.RoundTripper) http.RoundTripper {
 		return base
 	}
 	origin, _ := url.Parse(s.URL) // validated before the pool is built
-	return &credentialTransport{base: base, server: s.Name, origin: origin, headers: s.Headers,
+	t := &credentialTransport{base: base, server: s.Name, origin: origin, headers: s.Headers,
 		oauth2: s.OAuth2, secret: p.secret, refused: p.refused}
+	if s.OAuth2 != "" && p.opts.Retarget != nil {
+		t.discovery = &discoverer{server: s.Name, origin: origin, hosts: s.AuthHosts, policy: p.opts.Policy,
+			retarget: func(tokenURL string) error { return p.opts.Retarget(s.OAuth2, tokenURL) }}
+	}
+	return t
 }
 
 type credentialTransport struct {
@@ -32,6 +38,11 @@ type credentialTransport struct {
 	oauth2  string // the [[secrets]] oauth2 entry whose token is the bearer
 	secret  func(name string) (string, error)
 	refused func(name, value string)
+
+	// discovery runs at most once per connection, on the first 401 that
+	// points at protected resource metadata.
+	discovery  *discoverer
+	discovered sync.Once
 }
 
 // RoundTrip adds the headers only on the server's own origin: a redirect
@@ -68,6 +79,14 @@ func (t *credentialTransport) RoundTrip(req *http.Request) (*http.Response, erro
 	// a second 401 goes back to the client.
 	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
 		return resp, nil // the body cannot be sent again
+	}
+	if rm := resourceMetadata(resp.Header); rm != "" && t.discovery != nil {
+		var err error
+		t.discovered.Do(func() { err = t.discovery.discover(req.Context(), rm) })
+		if err != nil {
+			_ = resp.Body.Close()
+			return nil, err
+		}
 	}
 	t.refused(t.oauth2, token)
 	fresh, err := t.token()

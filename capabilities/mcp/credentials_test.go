@@ -23,7 +23,9 @@ import (
 type bearerGate struct {
 	want   func() string
 	accept func(token string) bool // replaces want when set
-	h      http.Handler
+	// challenge is the WWW-Authenticate of a 401 (default: invalid_token).
+	challenge string
+	h         http.Handler
 
 	mu   sync.Mutex
 	seen []string
@@ -42,7 +44,11 @@ func (g *bearerGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ok = got == "Bearer "+g.want()
 	}
 	if !ok {
-		w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+		challenge := g.challenge
+		if challenge == "" {
+			challenge = `Bearer error="invalid_token"`
+		}
+		w.Header().Set("WWW-Authenticate", challenge)
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
 		return
 	}

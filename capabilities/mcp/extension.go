@@ -81,7 +81,9 @@ func Setup(ctx context.Context, h *runtime.Host, stdio string) error {
 	// The secrets family may fill Services.Secret after this Setup, so it
 	// is looked up when a server starts.
 	pool := NewPool(servers, Options{Secret: svc.SecretValue, Audit: h.Engine.Audit,
-		Refused: func(name, value string) { tokenrefresh.Refused(svc, name, value) }})
+		Refused:  func(name, value string) { tokenrefresh.Refused(svc, name, value) },
+		Retarget: func(name, tokenURL string) error { return tokenrefresh.Retarget(svc, name, tokenURL) },
+		Policy:   h.Program.Policy})
 	pools.Lock()
 	pools.list = append(pools.list, pool)
 	pools.Unlock()

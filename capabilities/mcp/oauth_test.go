@@ -212,6 +212,7 @@ var = "PLAIN"
 		{`url = "https://127.0.0.1:9/mcp"` + "\nauth = { kind = \"oauth2\", secret = \"PLAIN\" }", `auth.secret "PLAIN" must name a [[secrets]] entry of source oauth2`},
 		{`url = "https://127.0.0.1:9/mcp"` + "\nauth = { kind = \"oauth2\", secret = \"TOK\" }\nheaders = { authorization = \"x\" }", "set auth or an Authorization header, not both"},
 		{`command = ["/bin/true"]` + "\nauth = { kind = \"oauth2\", secret = \"TOK\" }", "auth applies to url servers only"},
+		{`url = "https://127.0.0.1:9/mcp"` + "\nauth = { kind = \"oauth2\", secret = \"TOK\", hosts = [\"https://as.example.com\"] }", `auth.hosts: "https://as.example.com" is not a host name`},
 	} {
 		src := strings.Replace(httpWorkflow("X", "echo"), `url = "X"`, tc.server, 1) + declared
 		_, err := newHost(t, src)

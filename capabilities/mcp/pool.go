@@ -17,6 +17,7 @@ import (
 
 	"github.com/kilnworks/kiln/capabilities/mcp/mcpclient"
 	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/runtime/policy"
 )
 
 // ErrClosed is returned by a pool after Close.
@@ -30,6 +31,7 @@ type Pool struct {
 	servers map[string]Server
 	secret  func(name string) (string, error)
 	refused func(name, value string)
+	opts    Options
 	audit   *slog.Logger
 
 	// ctx is the lifetime of the connections (HTTP listen streams, the
@@ -76,6 +78,13 @@ type Options struct {
 	// Refused reports an oauth2 token a server answered 401 to, so the
 	// next Secret fetches a new one (nil: nothing to tell).
 	Refused func(name, value string)
+	// Retarget points an oauth2 secret at the token endpoint that
+	// protected-resource discovery found and checked (nil: discovery is
+	// off).
+	Retarget func(name, tokenURL string) error
+	// Policy checks every URL discovery reaches as an http request (nil:
+	// only the hosts are checked).
+	Policy *policy.Policy
 	// Audit receives mcp.server.* events; nil discards them.
 	Audit *slog.Logger
 }
@@ -83,7 +92,7 @@ type Options struct {
 // NewPool builds a pool for servers. Nothing starts until first use.
 func NewPool(servers []Server, o Options) *Pool {
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &Pool{servers: map[string]Server{}, secret: o.Secret, refused: o.Refused, audit: o.Audit, ctx: ctx, cancel: cancel,
+	p := &Pool{servers: map[string]Server{}, secret: o.Secret, refused: o.Refused, opts: o, audit: o.Audit, ctx: ctx, cancel: cancel,
 		states: map[string]*state{}}
 	if p.secret == nil {
 		p.secret = func(name string) (string, error) { return "", errors.New("no secrets registry is configured") }

@@ -61,6 +61,9 @@ type Registry struct {
 
 	mu     sync.Mutex
 	cached map[string]cachedValue // env, command, oauth2
+	// tokenURLs replace an oauth2 entry's token_url after a client
+	// discovered its server's authorization server (Retarget).
+	tokenURLs map[string]string
 }
 
 type cachedValue struct {
@@ -72,7 +75,7 @@ type cachedValue struct {
 // names (nil: runtime.EnvSecret). Nothing is resolved until Load.
 func New(wf *workflow.Workflow, fallback func(string) (string, error)) (*Registry, error) {
 	r := &Registry{specs: map[string]workflow.Secret{}, dirs: map[string]string{}, fallback: fallback,
-		Now: time.Now, cached: map[string]cachedValue{}}
+		Now: time.Now, cached: map[string]cachedValue{}, tokenURLs: map[string]string{}}
 	if r.fallback == nil {
 		r.fallback = runtime.EnvSecret
 	}
@@ -191,6 +194,9 @@ func (r *Registry) Secret(name string) (string, error) {
 	// callers share one fetch).
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if u, ok := r.tokenURLs[name]; ok {
+		s.TokenURL = u
+	}
 	fresh, err := r.fetchToken(ctx, s)
 	if err != nil {
 		return "", fmt.Errorf("secret %s (oauth2): %v", name, err)
@@ -212,6 +218,26 @@ func (r *Registry) Refused(name, value string) {
 	if c, ok := r.cached[name]; ok && c.value == value {
 		delete(r.cached, name)
 	}
+}
+
+// Retarget makes tokenURL the token endpoint of the oauth2 entry name
+// (its client credentials unchanged) and drops its cached token. The
+// caller has checked that tokenURL is allowed; the registry still
+// requires https, or http to a loopback host.
+func (r *Registry) Retarget(name, tokenURL string) error {
+	if s, ok := r.specs[name]; !ok || s.Source != "oauth2" {
+		return fmt.Errorf("secret %s is not an oauth2 entry of [[secrets]]", name)
+	}
+	if err := checkTokenURL(tokenURL); err != nil {
+		return fmt.Errorf("secret %s (oauth2): %v", name, err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.tokenURLs[name] != tokenURL {
+		r.tokenURLs[name] = tokenURL
+		delete(r.cached, name)
+	}
+	return nil
 }
 
 func (r *Registry) resolve(ctx context.Context, s workflow.Secret) (cachedValue, error) {
@@ -291,7 +317,7 @@ func setup(ctx context.Context, h *runtime.Host) error {
 		return err
 	}
 	svc.Secret = reg.Secret
-	tokenrefresh.Install(svc, reg.Refused)
+	tokenrefresh.Install(svc, reg.Refused, reg.Retarget)
 	if len(reg.specs) == 0 {
 		return nil
 	}

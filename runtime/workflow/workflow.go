@@ -347,6 +347,9 @@ type MCPServer struct {
 type MCPAuth struct {
 	Kind   string `toml:"kind"`   // oauth2
 	Secret string `toml:"secret"` // a [[secrets]] entry of source oauth2
+	// Hosts besides the server's own that protected-resource discovery
+	// may reach (metadata, authorization server, token endpoint).
+	Hosts []string `toml:"hosts"`
 }
 
 // MCPTLS is a url server's TLS client configuration (mTLS). Relative

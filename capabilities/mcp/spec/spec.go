@@ -76,7 +76,7 @@ var Family = spec.Family{
 	},
 	Check:    CheckServers,
 	Needs:    needs,
-	NeedsDoc: "for each [[mcp_servers]] entry (class mcp:<name>): the secrets its env passes and its headers and auth send, its TLS files (read-only) and the host of its url",
+	NeedsDoc: "for each [[mcp_servers]] entry (class mcp:<name>): the secrets its env passes and its headers and auth send, its TLS files (read-only), the host of its url and its auth.hosts",
 }
 
 var (
@@ -189,6 +189,9 @@ func needs(wf *workflow.Workflow) []spec.Need {
 		if a := m.Auth; a != nil && a.Secret != "" {
 			out = append(out, spec.Need{Class: class, Kind: spec.NeedSecret, Key: a.Secret,
 				Label: "OAuth2 token for MCP server " + m.Name, Ungoverned: true})
+			for _, h := range a.Hosts {
+				out = append(out, spec.Need{Class: class, Kind: spec.NeedNetwork, Host: strings.ToLower(h), Ungoverned: true})
+			}
 		}
 		if t := m.TLS; t != nil {
 			for _, f := range []string{t.CertFile, t.KeyFile, t.CAFile} {
@@ -320,6 +323,11 @@ func AuthProblems(s workflow.MCPServer, wf *workflow.Workflow) []string {
 		}
 		if src != "oauth2" {
 			out = append(out, fmt.Sprintf("auth.secret %q must name a [[secrets]] entry of source oauth2", a.Secret))
+		}
+	}
+	for _, h := range a.Hosts {
+		if h == "" || strings.ContainsAny(h, "/:@ *") || rules.Hostname("https://"+h) != h {
+			out = append(out, fmt.Sprintf("auth.hosts: %q is not a host name (no scheme, port or path)", h))
 		}
 	}
 	for name := range s.Headers {
