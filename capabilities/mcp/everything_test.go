@@ -266,30 +266,7 @@ func checkEverything(t *testing.T, trig map[string]any, typ, uri string) {
 // HTTP. Tool calls work, and resource updates reach the trigger through
 // the legacy GET stream the pool pins (see dialHTTP).
 func TestEverythingStreamableHTTP(t *testing.T) {
-	node, script := everythingScript(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	cmd := exec.Command(node, script, "streamableHttp")
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), fmt.Sprintf("PORT=%d", port)}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	eventually(t, 15*time.Second, "the reference server to listen on "+addr, func() bool {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
+	addr := startEverythingHTTP(t)
 
 	src := fmt.Sprintf(`
 name = "everything-http"
@@ -335,4 +312,36 @@ type = "firetest_record"
 		t.Fatal(err)
 	}
 	checkEverything(t, firetest.Next(t, 10*time.Second), kmcp.TriggerUpdated, "demo://resource/dynamic/text/2")
+}
+
+// startEverythingHTTP starts the reference server over streamable HTTP on
+// a loopback port and returns its address once it listens; the process
+// is killed at the end of the test.
+func startEverythingHTTP(t *testing.T) string {
+	t.Helper()
+	node, script := everythingScript(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	cmd := exec.Command(node, script, "streamableHttp")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), fmt.Sprintf("PORT=%d", port)}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	eventually(t, 15*time.Second, "the reference server to listen on "+addr, func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	return addr
 }
