@@ -88,7 +88,7 @@ func TestProtectedResourceDiscovery(t *testing.T) {
 	if declared.fetches() != 1 || real.fetches() != 1 {
 		t.Fatalf("token fetches: declared %d, discovered %d; want 1 and 1", declared.fetches(), real.fetches())
 	}
-	for _, tok := range append(append(declared.issued, real.issued...), clientSecret) {
+	for _, tok := range append(append(declared.all(), real.all()...), clientSecret) {
 		if strings.Contains(audit.String(), tok) {
 			t.Errorf("a credential is in the audit log: %s", audit.String())
 		}

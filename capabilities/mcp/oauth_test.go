@@ -62,6 +62,12 @@ func (ti *tokenIssuer) fetches() int {
 	return len(ti.issued)
 }
 
+func (ti *tokenIssuer) all() []string {
+	ti.mu.Lock()
+	defer ti.mu.Unlock()
+	return append([]string(nil), ti.issued...)
+}
+
 func (ti *tokenIssuer) last() string {
 	ti.mu.Lock()
 	defer ti.mu.Unlock()
@@ -159,7 +165,7 @@ func TestOAuth2ClientCredentials(t *testing.T) {
 	ti.revoke(ti.last())
 	expect("revoked token: refreshed once on 401", 3)
 
-	for _, tok := range append(ti.issued, clientSecret) {
+	for _, tok := range append(ti.all(), clientSecret) {
 		if strings.Contains(audit.String(), tok) {
 			t.Errorf("the audit log holds a credential: %s", audit.String())
 		}
@@ -171,7 +177,9 @@ func TestOAuth2ClientCredentials(t *testing.T) {
 // holds no token.
 func TestOAuth2RefusedTokenRefreshesOnce(t *testing.T) {
 	ti, tokenURL, _, url := oauthServer(t)
+	ti.mu.Lock()
 	ti.closed = true
+	ti.mu.Unlock()
 	reg, _ := oauthRegistry(t, tokenURL)
 	p, audit := oauthPool(t, reg, url)
 	_, err := callEcho(p, "web")
@@ -181,7 +189,7 @@ func TestOAuth2RefusedTokenRefreshesOnce(t *testing.T) {
 	if n := ti.fetches(); n != 2 {
 		t.Fatalf("%d token fetches, want 2 (start-up and one refresh)", n)
 	}
-	for _, tok := range append(ti.issued, clientSecret) {
+	for _, tok := range append(ti.all(), clientSecret) {
 		for _, sink := range []string{err.Error(), audit.String()} {
 			if strings.Contains(sink, tok) {
 				t.Errorf("a credential leaked: %s", sink)
@@ -271,7 +279,7 @@ client_secret_env = "MCP_CLIENT_SECRET"
 	if seen := gate.authorizations(); seen[len(seen)-1] != "Bearer "+ti.last() {
 		t.Fatalf("the server last saw %q", seen[len(seen)-1])
 	}
-	for _, tok := range append(ti.issued, clientSecret) {
+	for _, tok := range append(ti.all(), clientSecret) {
 		for _, rep := range reports {
 			for what, sink := range map[string]string{"outcome": jsonText(rep.Outcome), "trace": jsonText(rep.Trace), "audit": h.audit.String()} {
 				if strings.Contains(sink, tok) {

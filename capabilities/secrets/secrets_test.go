@@ -397,3 +397,53 @@ func TestChildWorkflowSecretsJoinTheRegistry(t *testing.T) {
 		t.Fatalf("conflict: %v", err)
 	}
 }
+
+// TestOAuth2RefusedAndRetarget: Refused drops a token only while it is
+// the cached one (a second refusal of the same token after a refresh
+// fetches nothing), and is a no-op for other sources; Retarget moves the
+// entry to another token endpoint with the same client credentials and
+// refuses a plain-http endpoint off loopback.
+func TestOAuth2RefusedAndRetarget(t *testing.T) {
+	t.Setenv("KILN_SECRETS_TEST_CID", "my-client")
+	t.Setenv("KILN_SECRETS_TEST_CSECRET", "client-secret-xyz")
+	t.Setenv("KILN_SECRETS_TEST_PLAIN", "plain-value")
+	ts := newTokenServer(t, "3600")
+	reg, err := New(decode(t, oauthTOML(ts.URL, "body", 60)+`
+[[secrets]]
+name = "P"
+source = "env"
+var = "KILN_SECRETS_TEST_PLAIN"
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	reg.Refused("SF", "access-token-1")
+	if v, _ := reg.Secret("SF"); v != "access-token-2" {
+		t.Fatalf("after the refusal: %q", v)
+	}
+	reg.Refused("SF", "access-token-1") // a late refusal of the old token
+	if v, _ := reg.Secret("SF"); v != "access-token-2" || ts.calls.Load() != 2 {
+		t.Fatalf("a stale refusal fetched again: %q after %d calls", v, ts.calls.Load())
+	}
+	reg.Refused("P", "plain-value")
+	if v, err := reg.Secret("P"); v != "plain-value" || err != nil {
+		t.Fatalf("env secret after a refusal: %q %v", v, err)
+	}
+
+	other := newTokenServer(t, "3600")
+	if err := reg.Retarget("SF", other.URL+"/token"); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := reg.Secret("SF"); v != "access-token-1" || other.calls.Load() != 1 || ts.calls.Load() != 2 {
+		t.Fatalf("after Retarget: %q, %d calls there, %d at the declared endpoint", v, other.calls.Load(), ts.calls.Load())
+	}
+	if err := reg.Retarget("SF", "http://auth.example.com/token"); err == nil || !strings.Contains(err.Error(), "must use https") {
+		t.Fatalf("plain http off loopback: %v", err)
+	}
+	if err := reg.Retarget("P", other.URL+"/token"); err == nil {
+		t.Fatal("Retarget of an env secret was accepted")
+	}
+}
