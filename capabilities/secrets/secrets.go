@@ -152,6 +152,11 @@ func (r *Registry) Load(ctx context.Context) error {
 	fresh := map[string]cachedValue{}
 	for _, name := range r.Names() {
 		s := r.specs[name]
+		r.mu.Lock()
+		if u, ok := r.tokenURLs[name]; ok { // a reload keeps a discovered endpoint
+			s.TokenURL = u
+		}
+		r.mu.Unlock()
 		v, err := r.resolve(ctx, s)
 		if err != nil {
 			return fmt.Errorf("secret %s (%s): %v", name, s.Source, err)
