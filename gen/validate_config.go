@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	httpspec "github.com/kilnworks/kiln/capabilities/http/spec"
 	"github.com/kilnworks/kiln/capabilities/spec"
 	"github.com/kilnworks/kiln/capabilities/spec/all"
 	"github.com/kilnworks/kiln/capabilities/spec/rules"
@@ -16,11 +17,10 @@ import (
 )
 
 var (
-	routeMethods   = map[string]bool{"GET": true, "POST": true, "PUT": true, "PATCH": true, "DELETE": true, "HEAD": true, "OPTIONS": true}
-	reservedRoutes = map[string]bool{"/healthz": true, "/metrics": true, "/.well-known/kiln": true, "/.well-known/openwop": true, "/v1/agents": true}
-	capabilityRe   = regexp.MustCompile(`^[a-z0-9_-]+(\.[a-z0-9_-]+)*$`)
-	bindingNameRe  = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
-	httpMethodRe   = regexp.MustCompile(`^[A-Z]+$`)
+	routeMethods  = map[string]bool{"GET": true, "POST": true, "PUT": true, "PATCH": true, "DELETE": true, "HEAD": true, "OPTIONS": true}
+	capabilityRe  = regexp.MustCompile(`^[a-z0-9_-]+(\.[a-z0-9_-]+)*$`)
+	bindingNameRe = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+	httpMethodRe  = regexp.MustCompile(`^[A-Z]+$`)
 )
 
 func (c *checker) checkCapabilities() {
@@ -54,7 +54,7 @@ func (c *checker) checkRoutes() {
 			c.add("missing_field", "%s: path is required", where)
 		case !strings.HasPrefix(r.Path, "/") || strings.ContainsAny(r.Path, " \t\r\n?#"):
 			c.add("invalid_route", "%s: path %q must start with / and hold no spaces, query or fragment", where, r.Path)
-		case reservedRoutes[r.Path] || strings.HasPrefix(r.Path, "/v1/agents/"):
+		case httpspec.IsReservedPath(r.Path):
 			c.add("invalid_route", "%s: path %q is served by the runtime itself", where, r.Path)
 		}
 		key := r.Method + " " + r.Path

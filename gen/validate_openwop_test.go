@@ -9,7 +9,7 @@ import (
 // A route cannot be declared on a path the runtime serves itself: the
 // OpenWOP discovery document or an agent under /v1/agents/.
 func TestRoutesCannotShadowOpenWOP(t *testing.T) {
-	for _, path := range []string{"/.well-known/openwop", "/v1/agents/local.kiln.x", "/v1/agents", "/hook"} {
+	for _, path := range []string{"/.well-known/openwop", "/v1/agents/local.kiln.x", "/v1/agents", "/healthz", "/readyz", "/metrics", "/.well-known/kiln", "/hook"} {
 		src := `
 name = "shadow"
 [[start_nodes]]

@@ -5,6 +5,7 @@ import (
 	"runtime/debug"
 
 	"github.com/kilnworks/kiln/capabilities/catalog"
+	httpspec "github.com/kilnworks/kiln/capabilities/http/spec"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/discovery"
 )
@@ -14,8 +15,8 @@ import (
 // inventory (openwop.go), with degraded[] listing the workflow's
 // requires_capabilities keys no compiled family provides.
 const (
-	wellKnownPath = "/.well-known/kiln"
-	agentsPath    = "/v1/agents"
+	wellKnownPath = httpspec.KilnDiscoveryPath
+	agentsPath    = httpspec.AgentsPath
 )
 
 // compiledFamilies is the set of catalog families linked into this binary:

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/kilnworks/kiln/capabilities/catalog"
+	httpspec "github.com/kilnworks/kiln/capabilities/http/spec"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/discovery"
 	"github.com/kilnworks/kiln/runtime/policy"
@@ -18,7 +19,7 @@ import (
 // inventory. They are projections of the same discovery.Info as
 // /.well-known/kiln, so the two never disagree.
 const (
-	openWOPPath = "/.well-known/openwop"
+	openWOPPath = httpspec.OpenWOPPath
 	agentPrefix = agentsPath + "/"
 	// openWOPProtocol is the OpenWOP protocol version the documents follow.
 	openWOPProtocol = "1.0"

@@ -25,6 +25,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
 
+	httpspec "github.com/kilnworks/kiln/capabilities/http/spec"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
@@ -64,14 +65,8 @@ func (c *Config) defaults() {
 	def(&c.IdleTimeout, 120*time.Second)
 }
 
-// builtins are answered before routing.
-var builtins = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true, wellKnownPath: true, openWOPPath: true, agentsPath: true}
-
-// isBuiltin reports whether path is answered before routing: a builtin, or
-// an agent under /v1/agents/.
-func isBuiltin(path string) bool {
-	return builtins[path] || strings.HasPrefix(path, agentPrefix)
-}
+// isBuiltin reports whether path is answered before routing.
+func isBuiltin(path string) bool { return httpspec.IsReservedPath(path) }
 
 type route struct {
 	spec     workflow.HTTPRoute

@@ -166,3 +166,24 @@ func needs(wf *workflow.Workflow) []spec.Need {
 	}
 	return out
 }
+
+// Paths the serve-mode runtime answers itself, before any route.
+const (
+	HealthPath        = "/healthz"
+	ReadyPath         = "/readyz"
+	MetricsPath       = "/metrics"
+	KilnDiscoveryPath = "/.well-known/kiln"
+	OpenWOPPath       = "/.well-known/openwop"
+	AgentsPath        = "/v1/agents" // and every agent under AgentsPath + "/"
+)
+
+// IsReservedPath reports whether the runtime answers path itself, so no
+// [[http_routes]] entry may declare it: the one list both the generator
+// and the server use.
+func IsReservedPath(path string) bool {
+	switch path {
+	case HealthPath, ReadyPath, MetricsPath, KilnDiscoveryPath, OpenWOPPath, AgentsPath:
+		return true
+	}
+	return strings.HasPrefix(path, AgentsPath+"/")
+}
