@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sync/atomic"
 
+	"github.com/kilnworks/kiln/capabilities/internal/wfpath"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
@@ -84,20 +85,11 @@ func (s *tlsState) config() *tls.Config {
 	}
 }
 
-// resolvePath resolves a path declared in the workflow: relative paths
-// are tried against the workflow file's directory first, then the
-// working directory (docs/serve.md).
+// resolvePath resolves a path declared in the workflow (docs/serve.md).
 func resolvePath(wf *workflow.Workflow, p string) string {
-	if filepath.IsAbs(p) || wf.Source == "" {
-		return p
+	dir := ""
+	if wf.Source != "" {
+		dir = filepath.Dir(wf.Source)
 	}
-	if rel := filepath.Join(filepath.Dir(wf.Source), p); fileExists(rel) {
-		return rel
-	}
-	return p
-}
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
+	return wfpath.Resolve(dir, p)
 }

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 
 	"github.com/kilnworks/kiln/capabilities/internal/netguard"
+	"github.com/kilnworks/kiln/capabilities/internal/wfpath"
 )
 
 // serverTransport is the transport of a url server's connection: the
@@ -22,7 +22,7 @@ func serverTransport(s Server) (http.RoundTripper, error) {
 	where := fmt.Sprintf("[[mcp_servers]] %q: tls", s.Name)
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if s.TLS.CertFile != "" {
-		cert, key := resolvePath(s.Dir, s.TLS.CertFile), resolvePath(s.Dir, s.TLS.KeyFile)
+		cert, key := wfpath.Resolve(s.Dir, s.TLS.CertFile), wfpath.Resolve(s.Dir, s.TLS.KeyFile)
 		pair, err := tls.LoadX509KeyPair(cert, key)
 		if err != nil {
 			// The error of LoadX509KeyPair names files and PEM problems,
@@ -32,7 +32,7 @@ func serverTransport(s Server) (http.RoundTripper, error) {
 		cfg.Certificates = []tls.Certificate{pair}
 	}
 	if s.TLS.CAFile != "" {
-		ca := resolvePath(s.Dir, s.TLS.CAFile)
+		ca := wfpath.Resolve(s.Dir, s.TLS.CAFile)
 		pem, err := os.ReadFile(ca)
 		if err != nil {
 			return nil, fmt.Errorf("%s: ca_file: %v", where, err)
@@ -47,17 +47,3 @@ func serverTransport(s Server) (http.RoundTripper, error) {
 	t.TLSClientConfig = cfg
 	return t, nil
 }
-
-// resolvePath tries a relative path against the workflow's directory
-// first, as a relative command path is.
-func resolvePath(dir, p string) string {
-	if filepath.IsAbs(p) || dir == "" {
-		return p
-	}
-	if cand := filepath.Join(dir, p); fileExists(cand) {
-		return cand
-	}
-	return p
-}
-
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }

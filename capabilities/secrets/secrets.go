@@ -36,6 +36,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kilnworks/kiln/capabilities/internal/wfpath"
 	secretsspec "github.com/kilnworks/kiln/capabilities/secrets/spec"
 	"github.com/kilnworks/kiln/capabilities/secrets/tokenrefresh"
 	"github.com/kilnworks/kiln/capabilities/spec"
@@ -266,18 +267,7 @@ func (r *Registry) resolve(ctx context.Context, s workflow.Secret) (cachedValue,
 
 // path resolves a relative file path against the directory of the
 // workflow declaring the secret first, then the working directory.
-func (r *Registry) path(name, p string) string {
-	dir := r.dirs[name]
-	if filepath.IsAbs(p) || dir == "" {
-		return p
-	}
-	if cand := filepath.Join(dir, p); fileExists(cand) {
-		return cand
-	}
-	return p
-}
-
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+func (r *Registry) path(name, p string) string { return wfpath.Resolve(r.dirs[name], p) }
 
 func (r *Registry) readFile(name string, s workflow.Secret) (cachedValue, error) {
 	p := r.path(name, s.Path)
