@@ -48,6 +48,7 @@ import (
 	httpspec "github.com/kilnworks/kiln/capabilities/httpclient/spec"
 	"github.com/kilnworks/kiln/capabilities/internal/netguard"
 	"github.com/kilnworks/kiln/capabilities/spec"
+	"github.com/kilnworks/kiln/capabilities/spec/rules"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/policy"
 	"github.com/kilnworks/kiln/runtime/workflow"
@@ -72,8 +73,7 @@ func init() {
 }
 
 var (
-	tokenPattern       = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-	placeholderPattern = regexp.MustCompile(`\{\{\s*secret:([A-Za-z0-9_.-]+)\s*\}\}`)
+	tokenPattern = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 	// Headers the client owns; declaring them would desynchronise framing
 	// or routing.
 	reserved = map[string]bool{"Host": true, "Content-Length": true, "Transfer-Encoding": true, "Connection": true, "Te": true, "Upgrade": true, "Trailer": true}
@@ -82,12 +82,7 @@ var (
 // header is one declared header, split into literal text and secret names.
 type header struct {
 	name  string
-	parts []part
-}
-
-type part struct {
-	text   string
-	secret string // non-empty: a {{secret:NAME}} placeholder
+	parts []rules.HeaderPart
 }
 
 func parseHeader(name, value string) (header, error) {
@@ -101,24 +96,9 @@ func parseHeader(name, value string) (header, error) {
 	if strings.ContainsAny(value, "\r\n\x00") {
 		return header{}, fmt.Errorf("header %s: CR, LF and NUL are refused in header values", canon)
 	}
-	h := header{name: canon}
-	rest := value
-	for {
-		loc := placeholderPattern.FindStringSubmatchIndex(rest)
-		if loc == nil {
-			break
-		}
-		if loc[0] > 0 {
-			h.parts = append(h.parts, part{text: rest[:loc[0]]})
-		}
-		h.parts = append(h.parts, part{secret: rest[loc[2]:loc[3]]})
-		rest = rest[loc[1]:]
-	}
-	if strings.Contains(rest, "{{secret:") {
+	h := header{name: canon, parts: rules.SplitHeaderValue(value)}
+	if last := len(h.parts) - 1; last >= 0 && h.parts[last].Secret == "" && strings.Contains(h.parts[last].Text, "{{secret:") {
 		return header{}, fmt.Errorf("header %s: malformed {{secret:NAME}} placeholder", canon)
-	}
-	if rest != "" {
-		h.parts = append(h.parts, part{text: rest})
 	}
 	return h, nil
 }
@@ -248,17 +228,17 @@ func requestBody(c *runtime.Call) (body []byte, isJSON bool, err error) {
 func resolveHeader(c *runtime.Call, h header) (string, error) {
 	var b strings.Builder
 	for _, p := range h.parts {
-		if p.secret == "" {
-			b.WriteString(p.text)
+		if p.Secret == "" {
+			b.WriteString(p.Text)
 			continue
 		}
-		v, err := c.Run.Services().SecretValue(p.secret)
+		v, err := c.Run.Services().SecretValue(p.Secret)
 		if err != nil {
 			return "", c.Errorf(runtime.ClassConfig, "header %s: %v", h.name, err)
 		}
 		runtime.RedactValue(v)
 		if strings.ContainsAny(v, "\r\n\x00") {
-			return "", c.Errorf(runtime.ClassConfig, "header %s: secret %s contains CR, LF or NUL; refused", h.name, p.secret)
+			return "", c.Errorf(runtime.ClassConfig, "header %s: secret %s contains CR, LF or NUL; refused", h.name, p.Secret)
 		}
 		b.WriteString(v)
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"sync"
 
-	mcpspec "github.com/kilnworks/kiln/capabilities/mcp/spec"
+	"github.com/kilnworks/kiln/capabilities/spec/rules"
 	"github.com/kilnworks/kiln/runtime"
 )
 
@@ -129,20 +129,19 @@ func closeBody(req *http.Request) {
 // resolve fills one header's placeholders. Errors name the server, the
 // header and the secret, never a value.
 func (t *credentialTransport) resolve(name string) (string, error) {
-	parts, secret := mcpspec.HeaderParts(t.headers[name])
 	var b strings.Builder
-	for i, part := range parts {
-		if !secret[i] {
-			b.WriteString(part)
+	for _, part := range rules.SplitHeaderValue(t.headers[name]) {
+		if part.Secret == "" {
+			b.WriteString(part.Text)
 			continue
 		}
-		v, err := t.secret(part)
+		v, err := t.secret(part.Secret)
 		if err != nil {
-			return "", fmt.Errorf("[[mcp_servers]] %q: header %s: secret %s: %s", t.server, name, part, runtime.Redact(err.Error()))
+			return "", fmt.Errorf("[[mcp_servers]] %q: header %s: secret %s: %s", t.server, name, part.Secret, runtime.Redact(err.Error()))
 		}
 		runtime.RedactValue(v)
 		if strings.ContainsAny(v, "\r\n\x00") {
-			return "", fmt.Errorf("[[mcp_servers]] %q: header %s: secret %s contains CR, LF or NUL; refused", t.server, name, part)
+			return "", fmt.Errorf("[[mcp_servers]] %q: header %s: secret %s contains CR, LF or NUL; refused", t.server, name, part.Secret)
 		}
 		b.WriteString(v)
 	}

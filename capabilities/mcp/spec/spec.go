@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -208,9 +207,6 @@ func needs(wf *workflow.Workflow) []spec.Need {
 	return out
 }
 
-// secretRef is a header value's {{secret:NAME}} placeholder.
-var secretRef = regexp.MustCompile(`\{\{\s*secret:([A-Za-z0-9_.-]+)\s*\}\}`)
-
 // reservedHeaders are set by the HTTP client and the MCP transport;
 // declaring them would desynchronise framing, routing or the session.
 var reservedHeaders = []string{"Host", "Content-Length", "Transfer-Encoding", "Connection", "Te", "Upgrade", "Trailer",
@@ -232,7 +228,7 @@ func HeaderProblems(headers map[string]string) []string {
 		if strings.ContainsAny(val, "\r\n\x00") {
 			out = append(out, fmt.Sprintf("header %s: value contains CR, LF or NUL", name))
 		}
-		if rest := secretRef.ReplaceAllString(val, ""); strings.Contains(rest, "{{") || strings.Contains(rest, "}}") {
+		if rest := rules.SecretRef.ReplaceAllString(val, ""); strings.Contains(rest, "{{") || strings.Contains(rest, "}}") {
 			out = append(out, fmt.Sprintf("header %s: header values take literals and {{secret:NAME}} placeholders only", name))
 		}
 	}
@@ -244,33 +240,12 @@ func HeaderProblems(headers map[string]string) []string {
 func HeaderSecrets(headers map[string]string) []string {
 	var out []string
 	for _, val := range headers {
-		for _, m := range secretRef.FindAllStringSubmatch(val, -1) {
+		for _, m := range rules.SecretRef.FindAllStringSubmatch(val, -1) {
 			out = append(out, m[1])
 		}
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
-}
-
-// HeaderParts splits a header value into literal text and secret names:
-// parts[i] is a secret name when secret[i] is true.
-func HeaderParts(val string) (parts []string, secret []bool) {
-	rest := val
-	for {
-		loc := secretRef.FindStringSubmatchIndex(rest)
-		if loc == nil {
-			break
-		}
-		if loc[0] > 0 {
-			parts, secret = append(parts, rest[:loc[0]]), append(secret, false)
-		}
-		parts, secret = append(parts, rest[loc[2]:loc[3]]), append(secret, true)
-		rest = rest[loc[1]:]
-	}
-	if rest != "" {
-		parts, secret = append(parts, rest), append(secret, false)
-	}
-	return parts, secret
 }
 
 // TLSProblems checks a server's tls table: url servers over https only,

@@ -37,3 +37,34 @@ func Hostname(s string) string {
 	}
 	return u.Hostname()
 }
+
+// SecretRef is a declared header value's {{secret:NAME}} placeholder
+// (http_request headers, MCP url server headers).
+var SecretRef = regexp.MustCompile(`\{\{\s*secret:([A-Za-z0-9_.-]+)\s*\}\}`)
+
+// HeaderPart is one piece of a declared header value: literal Text, or,
+// when Secret is set, the secret a placeholder names.
+type HeaderPart struct{ Text, Secret string }
+
+// SplitHeaderValue splits a declared header value into literal text and
+// {{secret:NAME}} placeholders, in order; the value is resolved by
+// concatenating the parts with each secret's value.
+func SplitHeaderValue(val string) []HeaderPart {
+	var parts []HeaderPart
+	rest := val
+	for {
+		loc := SecretRef.FindStringSubmatchIndex(rest)
+		if loc == nil {
+			break
+		}
+		if loc[0] > 0 {
+			parts = append(parts, HeaderPart{Text: rest[:loc[0]]})
+		}
+		parts = append(parts, HeaderPart{Secret: rest[loc[2]:loc[3]]})
+		rest = rest[loc[1]:]
+	}
+	if rest != "" {
+		parts = append(parts, HeaderPart{Text: rest})
+	}
+	return parts
+}
