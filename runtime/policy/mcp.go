@@ -1,44 +1,40 @@
 package policy
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/kilnworks/kiln/runtime/workflow"
+)
 
 // MCPTool checks a tool call against [policy.mcp].tools.
 func (p *Policy) MCPTool(server, tool string) error {
-	if err := CheckMCPTarget("mcp.tool", tool); err != nil {
-		return err
-	}
-	if p.allowAll {
-		return nil
-	}
-	if p.spec.MCP == nil {
-		return deny("mcp.tool", tool, "no [policy.mcp] section (deny by default)")
-	}
-	if len(p.spec.MCP.Servers) > 0 && server != "" && !MatchAny(p.spec.MCP.Servers, server) {
-		return deny("mcp.tool", server+"/"+tool, "server not in the allowlist")
-	}
-	if !MatchAny(p.spec.MCP.Tools, tool) {
-		return deny("mcp.tool", tool, "not in the allowlist")
-	}
-	return nil
+	return p.mcp("mcp.tool", server, server+"/"+tool, tool, func(m *workflow.MCPPolicy) []string { return m.Tools })
 }
 
 // MCPResource checks a resource read or subscription against
 // [policy.mcp].resources.
 func (p *Policy) MCPResource(server, uri string) error {
-	if err := CheckMCPTarget("mcp.resource", uri); err != nil {
+	return p.mcp("mcp.resource", server, server+" "+uri, uri, func(m *workflow.MCPPolicy) []string { return m.Resources })
+}
+
+// mcp is the one check of an MCP target: no dot segments, then (unless
+// allow-all) the server and target allowlists of [policy.mcp]; onServer
+// names the target with its server for a server denial.
+func (p *Policy) mcp(what, server, onServer, target string, allowed func(*workflow.MCPPolicy) []string) error {
+	if err := CheckMCPTarget(what, target); err != nil {
 		return err
 	}
 	if p.allowAll {
 		return nil
 	}
 	if p.spec.MCP == nil {
-		return deny("mcp.resource", uri, "no [policy.mcp] section (deny by default)")
+		return deny(what, target, "no [policy.mcp] section (deny by default)")
 	}
 	if len(p.spec.MCP.Servers) > 0 && server != "" && !MatchAny(p.spec.MCP.Servers, server) {
-		return deny("mcp.resource", server+" "+uri, "server not in the allowlist")
+		return deny(what, onServer, "server not in the allowlist")
 	}
-	if !MatchAny(p.spec.MCP.Resources, uri) {
-		return deny("mcp.resource", uri, "not in the allowlist")
+	if !MatchAny(allowed(p.spec.MCP), target) {
+		return deny(what, target, "not in the allowlist")
 	}
 	return nil
 }
