@@ -6,48 +6,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/kilnworks/kiln/capabilities/internal/beneath/beneathtest"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/policy"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
-
-// swapper exchanges the names a and b (RENAME_EXCHANGE, atomic) until the
-// returned stop is called, and reports how many swaps it made.
-func swapper(t *testing.T, a, b string) (stop func() int) {
-	t.Helper()
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	n := 0
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-done:
-				return
-			default:
-			}
-			if err := unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE); err != nil {
-				t.Error(err)
-				return
-			}
-			n++
-		}
-	}()
-	var once sync.Once
-	stop = func() int {
-		once.Do(func() { close(done); wg.Wait() })
-		return n
-	}
-	t.Cleanup(func() { stop() })
-	return stop
-}
 
 func compile(t *testing.T, nodes ...workflow.Node) *runtime.Program {
 	t.Helper()
@@ -94,7 +60,7 @@ func TestReadRaceNeverLeaksOutside(t *testing.T) {
 			}
 			p := compile(t, workflow.Node{ID: "load", Type: "read_file", PathFrom: "trigger.path"})
 			start := time.Now()
-			stop := swapper(t, x, alt)
+			stop := beneathtest.Swap(t, x, alt)
 			read, refused := 0, 0
 			for range 2000 {
 				r := e.call(p, map[string]any{"path": x})
@@ -149,7 +115,7 @@ func TestWriteRaceNeverLandsOutside(t *testing.T) {
 			write := compile(t, writeNode("emit"))
 			mkdir := compile(t, workflow.Node{ID: "mk", Type: "create_dir", PathFrom: "trigger.dir"})
 			start := time.Now()
-			stop := swapper(t, d, alt)
+			stop := beneathtest.Swap(t, d, alt)
 			wrote, made := 0, 0
 			for i := range 1000 {
 				r := e.call(write, map[string]any{"path": filepath.Join(d, "f.txt"), "content": "x"})

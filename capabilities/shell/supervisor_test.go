@@ -10,14 +10,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/kilnworks/kiln/capabilities/internal/beneath/beneathtest"
 	"github.com/kilnworks/kiln/runtime"
 )
 
@@ -243,25 +240,7 @@ func TestSwappedCommandNeverRuns(t *testing.T) {
 	if err := os.Symlink(evil, alt); err != nil {
 		t.Fatal(err)
 	}
-	stop := make(chan struct{})
-	var swaps atomic.Int64
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if err := unix.Renameat2(unix.AT_FDCWD, good, unix.AT_FDCWD, alt, unix.RENAME_EXCHANGE); err != nil {
-				t.Error(err)
-				return
-			}
-			swaps.Add(1)
-		}
-	}()
+	stop := beneathtest.Swap(t, good, alt)
 	ran, refused := 0, 0
 	for range 1000 {
 		rep, out := runIt(t, p, nil, runtime.RunOptions{})
@@ -271,18 +250,16 @@ func TestSwappedCommandNeverRuns(t *testing.T) {
 		case rep.Outcome.Status == runtime.StatusErrored:
 			refused++
 		default:
-			close(stop)
-			wg.Wait()
+			stop()
 			t.Fatalf("outcome %+v output %v", rep.Outcome, out)
 		}
 	}
-	close(stop)
-	wg.Wait()
+	swaps := stop()
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("the swapped-in binary ran")
 	}
-	t.Logf("%d runs, %d refused, %d swaps", ran, refused, swaps.Load())
-	if ran == 0 || swaps.Load() == 0 {
+	t.Logf("%d runs, %d refused, %d swaps", ran, refused, swaps)
+	if ran == 0 || swaps == 0 {
 		t.Fatal("the race was not exercised")
 	}
 }

@@ -5,10 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/kilnworks/kiln/capabilities/internal/beneath/beneathtest"
 )
 
 // both runs f once with openat2 and once with the component walk.
@@ -206,34 +207,19 @@ func TestOpenRace(t *testing.T) {
 		x, alt := filepath.Join(tr.root, "x"), filepath.Join(tr.root, "alt")
 		must(t, os.WriteFile(x, []byte("inside"), 0o644))
 		must(t, os.Symlink("../outside/secret", alt))
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				unix.Renameat2(unix.AT_FDCWD, x, unix.AT_FDCWD, alt, unix.RENAME_EXCHANGE)
-			}
-		}()
+		stop := beneathtest.Swap(t, x, alt)
 		ok := 0
 		for range 5000 {
 			got, err := read(t, root, "x")
 			if got == "SECRET" {
-				close(stop)
-				wg.Wait()
+				stop()
 				t.Fatal("read the outside file")
 			}
 			if err == nil {
 				ok++
 			}
 		}
-		close(stop)
-		wg.Wait()
+		stop()
 		if ok == 0 {
 			t.Fatal("no read succeeded: the race was not exercised")
 		}
