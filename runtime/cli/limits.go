@@ -26,7 +26,9 @@ const closeGrace = 2 * time.Second
 // allocation, while RLIMIT_DATA counts what is actually allocated (heap,
 // stacks, anonymous mappings). The Go heap also gets a soft limit of 90 %
 // of it, so the collector works harder before the hard cap is reached;
-// reaching the cap ends the process ("fatal error: runtime: out of memory").
+// reaching the cap ends the process ("fatal error: runtime: out of memory";
+// Go 1.26's collector can instead fault on a failed mmap of its own
+// metadata, which ends the process all the same).
 //
 // CPU: the soft RLIMIT_CPU is max_cpu_secs; the SIGXCPU it raises is
 // reported, the extensions' Close hooks run (bounded by closeGrace) and

@@ -65,12 +65,19 @@ func TestBudgetMemoryLimit(t *testing.T) {
 	small, big := filepath.Join(dir, "small.json"), filepath.Join(dir, "big.json")
 	writeFile(t, small, `{"mb": 8}`)
 	writeFile(t, big, `{"mb": 400}`)
-	if out, stderr, code := kiln(t, wf, "--input", small, "--quiet"); code != cli.ExitOK {
+	if out, stderr, code := kiln(t, wf, "--input", small, "--quiet"); code != cli.ExitOK || !strings.Contains(out, `"status"`) {
 		t.Fatalf("within the budget: exit %d\n%s\n%s", code, out, stderr)
 	}
-	_, stderr, code := kiln(t, wf, "--input", big, "--quiet")
-	if code == cli.ExitOK || !strings.Contains(stderr, "out of memory") {
-		t.Fatalf("over the budget: exit %d\n%.300s", code, stderr)
+	stdout, stderr, code := kiln(t, wf, "--input", big, "--quiet")
+	// Reaching the cap ends the process inside the Go runtime: usually
+	// "fatal error: runtime: out of memory", but Go 1.26's collector can
+	// also fault on a failed mmap of its own metadata (seen in CI as a
+	// SIGSEGV in runtime.(*spanQueue).tryDrain). Either way the run must
+	// not complete.
+	died := strings.Contains(stderr, "out of memory") ||
+		strings.Contains(stderr, "fatal error") || strings.Contains(stderr, "SIGSEGV")
+	if code == cli.ExitOK || !died || strings.Contains(stdout, `"status"`) {
+		t.Fatalf("over the budget: exit %d\n%.300s\n%.300s", code, stdout, stderr)
 	}
 }
 
