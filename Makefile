@@ -15,8 +15,28 @@ build:
 	@mkdir -p $(BIN)
 	$(GO) build -trimpath -o $(KILN) ./cmd/kiln
 
-# tools: external programs that interop tests use (installed into .cache).
-tools: cosign mcp-everything
+# tools: external programs that interop tests use (Go and npm tools into
+# .cache, Debian packages system-wide).
+tools: cosign mcp-everything deb-tools
+
+# deb-tools: Debian packages that interop tests drive, as COMMAND=PACKAGE
+# pairs; a package is installed only when its command is missing, with one
+# `apt-get update` for all of them. Installing needs root (CI runs as root);
+# without it the tests that need the command skip outside CI and fail
+# under CI=true.
+DEB_TOOLS := systemd-analyze=systemd
+.PHONY: deb-tools
+deb-tools:
+	@missing=""; for pair in $(DEB_TOOLS); do \
+		command -v "$${pair%%=*}" >/dev/null 2>&1 || missing="$$missing $${pair#*=}"; \
+	done; \
+	if [ -z "$$missing" ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing Debian packages:$$missing (about a minute on a fresh machine)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	else \
+		echo "WARNING: missing Debian packages:$$missing (not root, cannot install): the tests that need them skip outside CI and fail with CI=true"; \
+	fi
 
 # cosign: pinned v3 release for the supply-chain interop tests (gen/supply,
 # cmd/kiln). Skipped when .cache/bin/cosign already is that version.
