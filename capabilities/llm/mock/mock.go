@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,6 +35,11 @@ type Turn struct {
 	CompletionTokens *int64 `toml:"completion_tokens"`
 	// DelayMS delays the answer (to demonstrate deadlines).
 	DelayMS int `toml:"delay_ms"`
+	// Expect lists texts the call's messages must contain for this turn to
+	// be answered, so a script can check what the client sent (a drafting
+	// repair round must quote the issues it repairs). A call missing one
+	// gets a JSON-RPC error naming it, and the turn is used up.
+	Expect []string `toml:"expect"`
 }
 
 // Script is a turns file:
@@ -43,6 +49,7 @@ type Turn struct {
 //	content = "positive"
 //	prompt_tokens = 12        # optional
 //	completion_tokens = 1     # optional
+//	expect = ["unknown_kind"] # optional: texts the call must contain
 type Script struct {
 	FailOnCall int    `toml:"fail_on_call"`
 	Turns      []Turn `toml:"turns"`
@@ -74,6 +81,11 @@ func LoadScript(path string) (*Script, error) {
 	for i, t := range s.Turns {
 		if (t.PromptTokens != nil && *t.PromptTokens < 0) || (t.CompletionTokens != nil && *t.CompletionTokens < 0) || t.DelayMS < 0 {
 			return nil, fmt.Errorf("%s: turns[%d]: token counts and delay_ms must not be negative", path, i)
+		}
+		for _, e := range t.Expect {
+			if e == "" {
+				return nil, fmt.Errorf("%s: turns[%d]: expect has an empty text", path, i)
+			}
 		}
 	}
 	return &s, nil
@@ -151,6 +163,10 @@ func (s *Server) Answer(ctx context.Context, body []byte) []byte {
 		s.logf("call %d: script exhausted", call)
 		return s.reply(req.ID, nil, &transport.RPCError{Code: CodeScripted, Message: fmt.Sprintf("script exhausted: all %d turns used", len(s.script.Turns))})
 	}
+	if missing, ok := lacking(req.Params.Messages, turn.Expect); !ok {
+		s.logf("call %d: turn %d expected %q, not in the request", call, n, missing)
+		return s.reply(req.ID, nil, &transport.RPCError{Code: CodeScripted, Message: fmt.Sprintf("turn %d: the request does not contain the expected text %q", n, missing)})
+	}
 	if turn.DelayMS > 0 {
 		t := time.NewTimer(time.Duration(turn.DelayMS) * time.Millisecond)
 		select {
@@ -169,6 +185,23 @@ func (s *Server) Answer(ctx context.Context, body []byte) []byte {
 	}
 	s.logf("call %d: turn %d (%d+%d tokens)", call, n, usage.PromptTokens, usage.CompletionTokens)
 	return s.reply(req.ID, &intel.Response{Content: turn.Content, Usage: usage}, nil)
+}
+
+// lacking returns the first expected text that no message contains.
+func lacking(msgs []intel.Message, expect []string) (string, bool) {
+	for _, e := range expect {
+		found := false
+		for _, m := range msgs {
+			if strings.Contains(m.Content, e) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return e, false
+		}
+	}
+	return "", true
 }
 
 func estimate(msgs []intel.Message) int64 {

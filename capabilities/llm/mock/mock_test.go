@@ -195,3 +195,38 @@ func TestShutdownDoesNotWaitForIdleClients(t *testing.T) {
 		t.Fatal("ServeUnix waited on an idle client")
 	}
 }
+
+// A turn with expect answers only a call whose messages contain every
+// text; a call missing one gets a scripted error naming it.
+func TestTurnExpectChecksTheRequest(t *testing.T) {
+	script, err := LoadScript(writeScript(t, `
+[[turns]]
+content = "repaired"
+expect = ["unknown_node_kind", "line 7"]
+[[turns]]
+content = "second"
+expect = ["never sent"]
+[[turns]]
+content = "third"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &transport.Unix{Path: serveUnix(t, New(script))}
+	ctx := context.Background()
+	req := &intel.Request{Messages: []intel.Message{{Role: "system", Content: "fix these: unknown_node_kind"}, {Role: "user", Content: "at line 7"}}}
+	res, err := c.Complete(ctx, req)
+	if err != nil || res.Content != "repaired" {
+		t.Fatalf("matching call: %v %+v", err, res)
+	}
+	_, err = c.Complete(ctx, ask("something else"))
+	if err == nil || !strings.Contains(err.Error(), `does not contain the expected text "never sent"`) {
+		t.Fatalf("mismatching call: want the missing text named, got %v", err)
+	}
+	if res, err := c.Complete(ctx, ask("x")); err != nil || res.Content != "third" {
+		t.Fatalf("the failed turn must be used up: %v %+v", err, res)
+	}
+	if _, err := LoadScript(writeScript(t, "[[turns]]\ncontent = \"x\"\nexpect = [\"\"]\n")); err == nil || !strings.Contains(err.Error(), "empty text") {
+		t.Fatalf("empty expect text: %v", err)
+	}
+}
