@@ -1,0 +1,126 @@
+package cli
+
+import (
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/kilnworks/kiln/runtime/workflow"
+)
+
+const mib = 1 << 20
+
+// limitsChild is set in the re-executed test binary: resource limits are
+// per process, so the checks that change them run in a child and never
+// touch the limits of the test process itself.
+const limitsChild = "KILN_LIMITS_PROMISE_CHILD"
+
+// inChild re-runs the calling test in a fresh process with limitsChild
+// set and reports whether this is that child. The parent fails unless the
+// child passed and printed done, so a child that never ran its checks
+// cannot pass.
+func inChild(t *testing.T, done string) bool {
+	t.Helper()
+	if os.Getenv(limitsChild) == "1" {
+		return true
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), limitsChild+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), done) {
+		t.Fatalf("child process: %v\n%s", err, out)
+	}
+	return false
+}
+
+func rlimit(t *testing.T, resource int) syscall.Rlimit {
+	t.Helper()
+	var l syscall.Rlimit
+	if err := syscall.Getrlimit(resource, &l); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func setRlimit(t *testing.T, resource int, cur, max uint64) {
+	t.Helper()
+	if err := syscall.Setrlimit(resource, &syscall.Rlimit{Cur: cur, Max: max}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// lower never raises a soft or hard limit, even for a process allowed to
+// (root may raise its hard limits), and keeps soft <= hard.
+func TestLowerNeverRaisesALimit(t *testing.T) {
+	if !inChild(t, "lower: all checks ran") {
+		return
+	}
+	setRlimit(t, syscall.RLIMIT_DATA, 512*mib, 1024*mib)
+	steps := []struct {
+		name             string
+		cur, max         uint64 // asked of lower
+		wantCur, wantMax uint64 // the limits after it
+	}{
+		{"both higher: unchanged", 2048 * mib, 4096 * mib, 512 * mib, 1024 * mib},
+		{"soft lower, hard higher", 256 * mib, 2048 * mib, 256 * mib, 1024 * mib},
+		{"hard below the soft limit", 1024 * mib, 128 * mib, 128 * mib, 128 * mib},
+		{"no limit asked: unchanged", ^uint64(0), ^uint64(0), 128 * mib, 128 * mib},
+	}
+	for _, s := range steps {
+		if err := lower(syscall.RLIMIT_DATA, s.cur, s.max); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		if got := rlimit(t, syscall.RLIMIT_DATA); got.Cur != s.wantCur || got.Max != s.wantMax {
+			t.Fatalf("%s: limits %d/%d MiB, want %d/%d MiB", s.name, got.Cur/mib, got.Max/mib, s.wantCur/mib, s.wantMax/mib)
+		}
+	}
+	t.Log("lower: all checks ran")
+}
+
+// [budget] sets RLIMIT_DATA to max_memory_mb, the Go soft memory limit to
+// 90 % of it (so the collector works before the hard cap), and the CPU
+// limit to max_cpu_secs (hard one second later); a budget above limits
+// the process already has leaves them as they are.
+func TestBudgetSetsLimitsAndGoMemoryLimit(t *testing.T) {
+	if !inChild(t, "budget: all checks ran") {
+		return
+	}
+	audit := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if err := applyBudget(&workflow.Budget{MaxMemoryMB: 300, MaxCPUSecs: 3600}, io.Discard, "t", audit, func() {}); err != nil {
+		t.Fatal(err)
+	}
+	if got := rlimit(t, syscall.RLIMIT_DATA); got.Cur != 300*mib || got.Max != 300*mib {
+		t.Errorf("RLIMIT_DATA %d/%d, want 300 MiB both", got.Cur, got.Max)
+	}
+	if got, want := debug.SetMemoryLimit(-1), int64(300*mib)/10*9; got != want {
+		t.Errorf("Go soft memory limit %d, want %d (90 %% of max_memory_mb)", got, want)
+	}
+	if got := rlimit(t, syscall.RLIMIT_CPU); got.Cur != 3600 || got.Max != 3601 {
+		t.Errorf("RLIMIT_CPU %d/%d, want 3600/3601", got.Cur, got.Max)
+	}
+
+	// A larger budget never raises what is already set.
+	if err := applyBudget(&workflow.Budget{MaxMemoryMB: 1024, MaxCPUSecs: 7200}, io.Discard, "t", audit, func() {}); err != nil {
+		t.Fatal(err)
+	}
+	if got := rlimit(t, syscall.RLIMIT_DATA); got.Cur != 300*mib || got.Max != 300*mib {
+		t.Errorf("a larger budget raised RLIMIT_DATA to %d/%d", got.Cur, got.Max)
+	}
+	if got := rlimit(t, syscall.RLIMIT_CPU); got.Cur != 3600 || got.Max != 3601 {
+		t.Errorf("a larger budget raised RLIMIT_CPU to %d/%d", got.Cur, got.Max)
+	}
+
+	// Negative budgets are refused before anything is set.
+	if err := applyBudget(&workflow.Budget{MaxMemoryMB: -1}, io.Discard, "t", audit, func() {}); err == nil {
+		t.Error("negative max_memory_mb accepted")
+	}
+	if err := applyBudget(&workflow.Budget{MaxCPUSecs: -1}, io.Discard, "t", audit, func() {}); err == nil {
+		t.Error("negative max_cpu_secs accepted")
+	}
+	t.Log("budget: all checks ran")
+}
