@@ -26,6 +26,9 @@ type checkReport struct {
 	Workflow string      `json:"workflow"`
 	OK       bool        `json:"ok"`
 	Issues   []gen.Issue `json:"issues,omitempty"`
+	// Warnings are lint findings (gen.Lint): valid, but probably not
+	// meant; --strict turns them into issues.
+	Warnings []gen.Warning `json:"warnings,omitempty"`
 }
 
 // runCheck checks every file and exits with the worst result: a file that
@@ -35,11 +38,13 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	format := fs.String("format", "json", "output format: json (one report per line) or text")
+	strict := fs.Bool("strict", false, "treat lint warnings as issues (exit 5), as CI should")
 	signing := addSigningFlags(fs) // cmd_sign.go
 	needsFlag := addNeedsFlag(fs)  // cmd_needs.go
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: kiln check [--format json|text] [--needs FILE]... WORKFLOW.toml...")
+		fmt.Fprintln(stderr, "usage: kiln check [--format json|text] [--strict] [--needs FILE]... WORKFLOW.toml...")
 		fmt.Fprintln(stderr)
+		fmt.Fprintln(stderr, "Lint warnings are listed beside issues and do not fail the check unless --strict.")
 		fmt.Fprintln(stderr, "Exit status: 0 all valid, 5 a workflow is invalid, 2 a file cannot be read or parsed.")
 		fs.PrintDefaults()
 	}
@@ -52,6 +57,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		return cli.ExitUsage
 	}
 	if len(paths) == 0 {
+		fmt.Fprintln(stderr, "kiln check: WORKFLOW.toml is required")
 		fs.Usage()
 		return cli.ExitUsage
 	}
@@ -66,7 +72,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	}
 	worst := cli.ExitOK
 	for _, path := range paths {
-		code := checkOne(path, *format, lo, cats, stdout, stderr)
+		code := checkOne(path, *format, *strict, lo, cats, stdout, stderr)
 		if severity(code) > severity(worst) {
 			worst = code
 		}
@@ -86,7 +92,7 @@ func severity(code int) int {
 	return 2
 }
 
-func checkOne(path, format string, lo gen.LoadOptions, cats []*gneeds.Catalog, stdout, stderr io.Writer) int {
+func checkOne(path, format string, strict bool, lo gen.LoadOptions, cats []*gneeds.Catalog, stdout, stderr io.Writer) int {
 	wf, err := gen.Load(path, lo)
 	var (
 		rep checkReport
@@ -103,6 +109,13 @@ func checkOne(path, format string, lo gen.LoadOptions, cats []*gneeds.Catalog, s
 				code = "needs_conflict"
 			}
 			rep = checkReport{Workflow: wf.Name, Issues: []gen.Issue{{Code: code, Message: perr.Error()}}}
+		}
+		rep.Warnings = gen.Lint(wf)
+		if strict && len(rep.Warnings) > 0 {
+			for _, w := range rep.Warnings {
+				rep.Issues = append(rep.Issues, gen.Issue{Code: w.Code, Message: w.Message})
+			}
+			rep.OK, rep.Warnings = false, nil
 		}
 	case errors.As(err, &ve):
 		rep = checkReport{Workflow: ve.Workflow, Issues: ve.Issues}
@@ -132,6 +145,7 @@ func checkOne(path, format string, lo gen.LoadOptions, cats []*gneeds.Catalog, s
 func writeTextReport(w io.Writer, path string, rep checkReport) {
 	if rep.OK {
 		fmt.Fprintf(w, "%s: ok (workflow %q)\n", path, rep.Workflow)
+		writeTextWarnings(w, rep.Warnings)
 		return
 	}
 	noun := "issues"
@@ -141,5 +155,11 @@ func writeTextReport(w io.Writer, path string, rep checkReport) {
 	fmt.Fprintf(w, "%s: %d %s (workflow %q)\n", path, len(rep.Issues), noun, rep.Workflow)
 	for _, is := range rep.Issues {
 		fmt.Fprintf(w, "  %-28s %s\n", is.Code, is.Message)
+	}
+}
+
+func writeTextWarnings(w io.Writer, warnings []gen.Warning) {
+	for _, x := range warnings {
+		fmt.Fprintf(w, "  warning %-28s %s\n", x.Code, x.Message)
 	}
 }
