@@ -19,6 +19,7 @@ import (
 
 	"github.com/kilnworks/kiln/gen/supply"
 	"github.com/kilnworks/kiln/runtime"
+	rneeds "github.com/kilnworks/kiln/runtime/needs"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
@@ -43,6 +44,42 @@ type BuildOptions struct {
 	// Sign, when set, signs the binary and its manifest, SBOM and
 	// provenance (kiln build --sign-key; see gen/supply).
 	Sign signature.Signer
+	// AllowBlocked builds even when a mandatory need exceeds the
+	// workflow's [policy] (kiln build --allow-blocked): such a binary
+	// refuses to start (exit 6) until the policy changes.
+	AllowBlocked bool
+}
+
+// BlockedError refuses a build whose binary could never start: mandatory
+// effective needs the workflow's own [policy] does not allow (an approval
+// cannot widen the compiled policy, so preflight blocks every launch).
+type BlockedError struct {
+	Workflow string
+	Needs    []rneeds.Need // each with BeyondPolicy set
+}
+
+func (e *BlockedError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "workflow %q: the binary could never start: %d mandatory need(s) exceed its [policy]:", e.Workflow, len(e.Needs))
+	for _, n := range e.Needs {
+		fmt.Fprintf(&b, "\n  %s (from %s): %s", n.ID, strings.Join(n.Sources, ", "), n.BeyondPolicy)
+	}
+	b.WriteString("\nwiden [policy], make the need optional in its needs catalog, or pass --allow-blocked to build it anyway")
+	return b.String()
+}
+
+// blockedNeeds returns the mandatory needs beyond the plan's policy.
+func blockedNeeds(plan *Plan) []rneeds.Need {
+	if plan.Needs == nil {
+		return nil
+	}
+	var out []rneeds.Need
+	for _, n := range plan.Needs.Needs {
+		if n.BeyondPolicy != "" && !n.Optional {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // BuildResult describes a built binary.
@@ -113,6 +150,12 @@ func Build(ctx context.Context, opts BuildOptions) (*BuildResult, error) {
 	plan, err := NewPlan(wf, po)
 	if err != nil {
 		return nil, err
+	}
+	if blocked := blockedNeeds(plan); len(blocked) > 0 {
+		if !opts.AllowBlocked {
+			return nil, &BlockedError{Workflow: wf.Name, Needs: blocked}
+		}
+		progress("--allow-blocked: %d need(s) exceed the workflow's [policy]; the binary will refuse to start (exit 6)", len(blocked))
 	}
 	progress("workflow %s: %d nodes, families %s", wf.Name, len(wf.Nodes), strings.Join(plan.Families, ","))
 	src, err := FindKilnSource(opts.KilnSource)

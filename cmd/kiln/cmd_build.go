@@ -27,6 +27,7 @@ func runBuild(args []string, stdout, stderr io.Writer) int {
 	kilnSrc := fl.String("kiln-source", "", "kiln source tree `dir` (default: $KILN_SOURCE, the enclosing kiln module, or the module cache at this kiln's version)")
 	quiet := fl.Bool("q", false, "no progress lines, even on a terminal")
 	verbose := fl.Bool("v", false, "progress lines even when stderr is not a terminal")
+	allowBlocked := fl.Bool("allow-blocked", false, "build even when a mandatory need exceeds the workflow's [policy] (the binary then refuses to start, exit 6)")
 	signing := addSigningFlags(fl)
 	signKey := addSignKeyFlag(fl)
 	planFl := addPlanFlags(fl) // --needs, --profile, --degrade: cmd_needs.go
@@ -44,7 +45,7 @@ func runBuild(args []string, stdout, stderr io.Writer) int {
 		fl.Usage()
 		return cli.ExitUsage
 	}
-	opts := gen.BuildOptions{Workflow: rest[0], Output: *out, KilnSource: *kilnSrc}
+	opts := gen.BuildOptions{Workflow: rest[0], Output: *out, KilnSource: *kilnSrc, AllowBlocked: *allowBlocked}
 	if err := signing.apply(&opts.Load); err != nil {
 		fmt.Fprintf(stderr, "kiln build: %v\n", err)
 		return cli.ExitUsage

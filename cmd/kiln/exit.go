@@ -20,7 +20,8 @@ import (
 //     order of `kiln check`), ExitFailed;
 //   - a profile refusing a needed family: the JSON error envelope,
 //     ExitFailed;
-//   - a refused signature, conflicting needs, a failed go build:
+//   - a refused signature, conflicting needs, needs beyond the workflow's
+//     policy (kiln build without --allow-blocked), a failed go build:
 //     "prog: message", ExitFailed;
 //   - anything else comes from the environment or the configuration (the
 //     kiln source tree, the output path): "prog: message", ExitUsage.
@@ -32,6 +33,7 @@ func failed(prog string, err error, stderr io.Writer) int {
 		se       *gen.SignatureError
 		conflict *gneeds.ConflictError
 		be       *gen.BuildError
+		blocked  *gen.BlockedError
 	)
 	switch {
 	case errors.As(err, &pe):
@@ -51,7 +53,7 @@ func failed(prog string, err error, stderr io.Writer) int {
 	case errors.As(err, &capErr):
 		printJSON(prog, err, capErr.Envelope(), stderr)
 		return cli.ExitFailed
-	case errors.As(err, &se), errors.As(err, &conflict), errors.As(err, &be):
+	case errors.As(err, &se), errors.As(err, &conflict), errors.As(err, &be), errors.As(err, &blocked):
 		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
 		return cli.ExitFailed
 	}
