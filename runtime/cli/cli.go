@@ -147,9 +147,13 @@ func Main(args []string, o Options) int {
 	fs.Usage = func() {
 		u := o.Usage
 		if u == "" {
-			u = "usage: " + o.Prog + " [flags] [once|serve]"
+			u = "usage: " + o.Prog + " [command] [flags]"
 		}
-		fmt.Fprintf(o.Stderr, "%s\n\nEvery flag NAME can also be set as KILN_NAME (e.g. KILN_STATE_DIR); the command line wins.\n\nflags:\n", u)
+		fmt.Fprintf(o.Stderr, "%s\n", u)
+		if o.Sealed {
+			writeCommands(o.Stderr)
+		}
+		fmt.Fprintf(o.Stderr, "\nEvery flag NAME can also be set as KILN_NAME (e.g. KILN_STATE_DIR); the command line wins.\n\nflags:\n")
 		// --config exists only to refuse it with a clear message; it is
 		// not offered in the help.
 		shown := flag.NewFlagSet(o.Prog, flag.ContinueOnError)
@@ -168,14 +172,14 @@ func Main(args []string, o Options) int {
 			ext.Flags(fs)
 		}
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return ExitOK
-		}
-		return ExitUsage // the flag package already printed why
+	rest, ok, code := parseArgs(fs, args)
+	if !ok {
+		return code
 	}
-	switch rest := fs.Args(); {
+	switch {
 	case len(rest) == 0:
+	case len(rest) == 1 && rest[0] == "version":
+		s.version = true
 	case len(rest) == 1 && rest[0] == "needs":
 		s.preflight.report = true
 	case len(rest) == 1 && (rest[0] == "serve" || rest[0] == "once"):
@@ -183,7 +187,7 @@ func Main(args []string, o Options) int {
 			s.mode = rest[0]
 		}
 	default:
-		return fail(ExitUsage, "unexpected argument %q (flags go before arguments; see -h)", rest[0])
+		return fail(ExitUsage, "unexpected argument %q (see -h)", rest[0])
 	}
 	if err := applyEnv(fs, o.Env); err != nil {
 		return fail(ExitUsage, "%v", err)
@@ -291,6 +295,54 @@ func Main(args []string, o Options) int {
 		return serveLoop(ctx, stop, host, exts, o, fail)
 	}
 	return runOnce(ctx, host, &s, o, fail)
+}
+
+// subcommands are what a sealed binary accepts as its first argument
+// (manifest and verify are answered by runtime/sealed before Main).
+var subcommands = []struct{ name, summary string }{
+	{"once", "run the workflow once: outcome JSON on stdout (the default without listeners)"},
+	{"serve", "run every listener (HTTP routes, cron, watchers) until SIGTERM/SIGINT"},
+	{"manifest", "print the embedded manifest"},
+	{"verify", "check the compiled-in tables, needs, sources and manifest against the seal"},
+	{"needs", "print the preflight report of the effective needs (exit 6 when blocked)"},
+	{"version", "print the version"},
+}
+
+func writeCommands(w io.Writer) {
+	fmt.Fprintln(w, "\ncommands:")
+	for _, c := range subcommands {
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+	}
+}
+
+// parseArgs parses flags before and after a subcommand, as Go tools do
+// (`BIN needs --approvals F` is `BIN --approvals F needs`), and returns
+// the positional arguments. ok is false after -h (code ExitOK) or a bad
+// flag (ExitUsage; the flag package printed why).
+func parseArgs(fs *flag.FlagSet, args []string) (rest []string, ok bool, code int) {
+	parse := func(a []string) bool {
+		if err := fs.Parse(a); err != nil {
+			code = ExitUsage
+			if errors.Is(err, flag.ErrHelp) {
+				code = ExitOK
+			}
+			return false
+		}
+		return true
+	}
+	if !parse(args) {
+		return nil, false, code
+	}
+	for fs.NArg() > 0 {
+		rest = append(rest, fs.Arg(0))
+		if fs.Arg(0) == "replay" { // replay parses its own arguments
+			return append(rest, fs.Args()[1:]...), true, ExitOK
+		}
+		if !parse(fs.Args()[1:]) {
+			return nil, false, code
+		}
+	}
+	return rest, true, ExitOK
 }
 
 // applyEnv fills every flag not given on the command line from KILN_NAME.
