@@ -37,6 +37,9 @@ type BuildOptions struct {
 	KilnSource string
 	// Progress receives one line per step ("" = quiet).
 	Progress io.Writer
+	// Terminal: Progress is a terminal, so a line counting the seconds of
+	// go build is redrawn in place while it runs.
+	Terminal bool
 	// Env is added to the go command's environment (tests).
 	Env []string
 	// Plan tunes NewPlan (KilnVersion; GoVersion is the toolchain's).
@@ -199,12 +202,21 @@ func Build(ctx context.Context, opts BuildOptions) (*BuildResult, error) {
 	bin := filepath.Join(tmp, "bin", "sealed")
 	args := []string{"build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid=",
 		"-tags", strings.Join(plan.Tags, ","), "-o", bin, "."}
-	progress("compiling with %s: go %s", goVersion, strings.Join(args, " "))
+	progress("compiling with %s: %s", goVersion, ShellJoin(append([]string{"go"}, args...)...))
 	cmd := goCommand(ctx, modDir, args...)
 	cmd.Env = append(cmd.Env, opts.Env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
+	var stopClock func()
+	if opts.Terminal && opts.Progress != nil {
+		progress("the first build compiles every dependency (a few minutes); later ones reuse Go's build cache")
+		stopClock = elapsedClock(opts.Progress, "kiln: go build running")
+	}
+	err = cmd.Run()
+	if stopClock != nil {
+		stopClock()
+	}
+	if err != nil {
 		return nil, buildError(err, stderr.String())
 	}
 	data, err := os.ReadFile(bin)
@@ -245,6 +257,52 @@ func Build(ctx context.Context, opts BuildOptions) (*BuildResult, error) {
 	}
 	progress("wrote %s (%.2f MiB, sha256 %s) in %s", opts.Output, float64(res.Size)/(1<<20), res.SHA256, res.Elapsed.Round(time.Millisecond))
 	return res, nil
+}
+
+// elapsedClock redraws "prefix Ns" on w every second until the returned
+// stop is called, which erases the line.
+func elapsedClock(w io.Writer, prefix string) (stop func()) {
+	start := time.Now()
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				fmt.Fprintf(w, "\r%s %s ", prefix, time.Since(start).Round(time.Second))
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+		fmt.Fprint(w, "\r\033[K") // carriage return, erase to end of line
+	}
+}
+
+// ShellQuote quotes s for a POSIX shell when it needs quoting, so a
+// printed command can be pasted back as it is.
+func ShellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,+@", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// ShellJoin is a command line with each word quoted by ShellQuote.
+func ShellJoin(words ...string) string {
+	q := make([]string, len(words))
+	for i, w := range words {
+		q[i] = ShellQuote(w)
+	}
+	return strings.Join(q, " ")
 }
 
 // goCommand prepares a go command run in dir, with CGO disabled and any

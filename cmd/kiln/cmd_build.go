@@ -41,9 +41,8 @@ func runBuild(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	if len(rest) != 1 || *out == "" {
-		fl.Usage()
-		return cli.ExitUsage
+	if bad := requireArgs(rest, 1, "WORKFLOW.toml", *out != "", "-o BIN"); bad != "" {
+		return missing("kiln build", bad, fl, stderr)
 	}
 	opts := gen.BuildOptions{Workflow: rest[0], Output: *out, KilnSource: *kilnSrc, AllowBlocked: *allowBlocked}
 	if err := signing.apply(&opts.Load); err != nil {
@@ -59,6 +58,7 @@ func runBuild(args []string, stdout, stderr io.Writer) int {
 	}
 	if *verbose || (!*quiet && isTerminal(stderr)) {
 		opts.Progress = stderr
+		opts.Terminal = isTerminal(stderr)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()

@@ -56,10 +56,8 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kiln check: --format must be json or text, not %q\n", *format)
 		return cli.ExitUsage
 	}
-	if len(paths) == 0 {
-		fmt.Fprintln(stderr, "kiln check: WORKFLOW.toml is required")
-		fs.Usage()
-		return cli.ExitUsage
+	if bad := requireArgs(paths, -1, "WORKFLOW.toml", true, ""); bad != "" {
+		return missing("kiln check", bad, fs, stderr)
 	}
 	cats, code, ok := loadCatalogs("kiln check", needsFlag, stderr)
 	if !ok {

@@ -37,9 +37,8 @@ func runGen(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	if len(rest) != 1 || *out == "" {
-		fl.Usage()
-		return cli.ExitUsage
+	if bad := requireArgs(rest, 1, "WORKFLOW.toml", *out != "", "-o DIR"); bad != "" {
+		return missing("kiln gen", bad, fl, stderr)
 	}
 	var lo gen.LoadOptions
 	if err := signing.apply(&lo); err != nil {

@@ -33,9 +33,8 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	if len(rest) != 1 {
-		fl.Usage()
-		return cli.ExitUsage
+	if bad := requireArgs(rest, 1, "BIN", true, ""); bad != "" {
+		return missing("kiln inspect", bad, fl, stderr)
 	}
 	in, err := gen.Inspect(rest[0])
 	if err != nil {

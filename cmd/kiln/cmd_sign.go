@@ -40,9 +40,8 @@ func runSign(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	if len(rest) != 1 || *key == "" {
-		fl.Usage()
-		return cli.ExitUsage
+	if bad := requireArgs(rest, 1, "BIN", *key != "", "--key KEY"); bad != "" {
+		return missing("kiln sign", bad, fl, stderr)
 	}
 	pw, _ := supply.Password()
 	s, err := supply.LoadSigner(*key, pw)
@@ -74,9 +73,8 @@ func runSignWorkflow(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	if len(rest) == 0 || *key == "" {
-		fl.Usage()
-		return cli.ExitUsage
+	if bad := requireArgs(rest, -1, "WORKFLOW.toml", *key != "", "--key KEY"); bad != "" {
+		return missing("kiln sign-workflow", bad, fl, stderr)
 	}
 	pw, _ := supply.Password()
 	priv, err := supply.LoadEd25519PrivateKey(*key, pw)

@@ -35,9 +35,8 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	if len(rest) != 1 || *key == "" {
-		fl.Usage()
-		return cli.ExitUsage
+	if bad := requireArgs(rest, 1, "BIN", *key != "", "--key cosign.pub"); bad != "" {
+		return missing("kiln verify", bad, fl, stderr)
 	}
 	bin := rest[0]
 	if st, err := os.Stat(bin); err != nil || !st.Mode().IsRegular() {

@@ -17,7 +17,8 @@ func TestUsageListsCommandsAligned(t *testing.T) {
 	}
 	col := -1
 	n := 0
-	for _, line := range strings.Split(errb.String(), "\n") {
+	// Asked-for help goes to stdout (kiln -h | less), as Go tools do.
+	for _, line := range strings.Split(out.String(), "\n") {
 		fields := strings.Fields(line)
 		if !strings.HasPrefix(line, "  ") || len(fields) < 2 {
 			continue
@@ -32,11 +33,11 @@ func TestUsageListsCommandsAligned(t *testing.T) {
 			col = at
 		}
 		if at != col || at <= len("  ")+len(fields[0]) {
-			t.Errorf("summary of %s at column %d, want %d:\n%s", fields[0], at, col, errb.String())
+			t.Errorf("summary of %s at column %d, want %d:\n%s", fields[0], at, col, out.String())
 		}
 	}
 	if n != len(commands) {
-		t.Fatalf("usage lists %d of %d commands:\n%s", n, len(commands), errb.String())
+		t.Fatalf("usage lists %d of %d commands:\n%s", n, len(commands), out.String())
 	}
 	if code := run(nil, &out, &errb); code != cli.ExitUsage {
 		t.Fatalf("kiln without a command: exit %d, want %d", code, cli.ExitUsage)
