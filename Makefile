@@ -73,7 +73,15 @@ vet:
 	@test -z "$$(gofmt -l cmd gen runtime capabilities examples testdata 2>/dev/null)" || { echo "gofmt needed:"; gofmt -l cmd gen runtime capabilities examples testdata; exit 1; }
 	$(GO) vet ./...
 
-test: tools vet
+# test-intro: say, before anything is installed, what make test installs
+# and roughly how long it takes.
+.PHONY: test-intro
+test-intro:
+	@echo "make test: installs what interop tests drive, once: cosign $(COSIGN_VERSION) into $(BIN) (go install, about 2 minutes),"
+	@echo "  MCP server-everything $(MCP_EVERYTHING_VERSION) into $(NPM_DIR) (npm ci), Debian packages for: $(DEB_TOOLS) (apt-get, as root);"
+	@echo "  then go vet and go test ./...: roughly 10-20 minutes on 2 cores, longer on a first run (it compiles every dependency)."
+
+test: test-intro tools vet
 	$(GO) test -count=1 -timeout 30m ./...
 
 # demo: build kiln, seal examples/hello (read_env -> template_render ->
