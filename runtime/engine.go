@@ -69,6 +69,9 @@ type RunOptions struct {
 	// CheckpointEachNode writes a checkpoint after every node (crash
 	// recovery with --resume-incomplete). Needs StateDir.
 	CheckpointEachNode bool
+	// Outside, when set, records or replays the run's outside
+	// interactions (outside.go); child runs share it.
+	Outside Outside
 }
 
 // MakeTrigger builds the `trigger` context value: an object payload's
@@ -150,8 +153,9 @@ type Run struct {
 	Depth       int
 	Counters    *Counters
 
-	budget *budget
-	parent *Run
+	budget  *budget
+	parent  *Run
+	outside Outside // nil: interactions are performed directly
 
 	mu      sync.RWMutex
 	outputs []nodeOutput // by programNode.pos
@@ -331,6 +335,7 @@ func (e *Engine) Run(ctx context.Context, p *Program, opts RunOptions) *Report {
 		run.budget.maxTokens = b.MaxLLMTokens
 		run.budget.maxFSWrite = b.MaxFSWriteMB << 20
 	}
+	run.outside = opts.Outside
 	timeout := opts.Timeout
 	if timeout == 0 && p.Workflow.Budget != nil && p.Workflow.Budget.MaxRunTimeSecs > 0 {
 		timeout = time.Duration(p.Workflow.Budget.MaxRunTimeSecs) * time.Second
@@ -389,6 +394,7 @@ func (r *Run) RunChild(ctx context.Context, child *Program, start string, input 
 		trigger:     MakeTrigger(kind, input),
 		trace:       &Trace{ExecutionID: id, Entries: newTraceEntries(len(child.order))},
 	}
+		outside:     r.outside,
 	if start == "" {
 		c.StartNode = child.DefaultStart()
 	}

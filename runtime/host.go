@@ -28,6 +28,10 @@ type Host struct {
 	// of its own (--timeout-secs), serve-mode runs included; 0 leaves it
 	// to [budget].max_run_time_secs.
 	RunTimeout time.Duration
+	// Tapes, when set, sees every run the host fires before it starts
+	// (it may set opts.Outside to record it) and its report after:
+	// --record and --record-dir (runtime/tape). Nil costs nothing.
+	Tapes func(opts *RunOptions) func(*Report)
 
 	readyMu sync.Mutex
 	blocks  map[string]string // reasons the host is not ready yet
@@ -59,7 +63,14 @@ func (h *Host) Fire(ctx context.Context, opts RunOptions) *Report {
 	if opts.Timeout == 0 {
 		opts.Timeout = h.RunTimeout
 	}
+	var taped func(*Report)
+	if h.Tapes != nil {
+		taped = h.Tapes(&opts)
+	}
 	rep := h.Engine.Run(ctx, h.Program, opts)
+	if taped != nil {
+		taped(rep)
+	}
 	if hooks := h.reportHooks.Load(); hooks != nil {
 		for _, fn := range *hooks {
 			fn(rep)

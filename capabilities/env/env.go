@@ -34,14 +34,22 @@ func prepareReadEnv(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, err
 		return nil, err
 	}
 	key := n.Key
-	return func(_ context.Context, c *runtime.Call) (runtime.Result, error) {
+	return func(ctx context.Context, c *runtime.Call) (runtime.Result, error) {
 		if err := c.Run.Policy().EnvRead(key); err != nil {
 			return runtime.Result{}, err
 		}
-		v, ok := os.LookupEnv(key)
-		if !ok {
-			return runtime.Next(map[string]any{"key": key, "value": nil, "missing": true}), nil
+		// Through the run's recording/replay seam: a replay reads the
+		// recorded value, not this process's environment.
+		out, err := runtime.Interact(ctx, c, "env.read", map[string]any{"key": key}, func() (map[string]any, error) {
+			v, ok := os.LookupEnv(key)
+			if !ok {
+				return map[string]any{"key": key, "value": nil, "missing": true}, nil
+			}
+			return map[string]any{"key": key, "value": v}, nil
+		})
+		if err != nil {
+			return runtime.Result{}, err
 		}
-		return runtime.Next(map[string]any{"key": key, "value": v}), nil
+		return runtime.Next(out), nil
 	}, nil
 }

@@ -48,7 +48,7 @@ func prepareReadFile(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, er
 		return nil, err
 	}
 	from := n.PathFrom
-	return func(_ context.Context, c *runtime.Call) (runtime.Result, error) {
+	return func(ctx context.Context, c *runtime.Call) (runtime.Result, error) {
 		path, err := c.FromString("path_from", from)
 		if err != nil {
 			return runtime.Result{}, err
@@ -61,11 +61,15 @@ func prepareReadFile(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, er
 		if c.DryRun() {
 			return runtime.Next(map[string]any{"path": resolved, "dry_run": true}), nil
 		}
-		data, err := readFile(pol, resolved, root)
-		if err != nil {
-			return runtime.Result{}, failed(c, "read", resolved, err)
-		}
-		return runtime.Next(map[string]any{"path": resolved, "content": string(data), "bytes": len(data)}), nil
+		// Through the run's recording/replay seam: a replay reads the
+		// recorded content, not the file.
+		return runtime.Interact(ctx, c, "fs.read", map[string]any{"path": resolved}, func() (runtime.Result, error) {
+			data, err := readFile(pol, resolved, root)
+			if err != nil {
+				return runtime.Result{}, failed(c, "read", resolved, err)
+			}
+			return runtime.Next(map[string]any{"path": resolved, "content": string(data), "bytes": len(data)}), nil
+		})
 	}, nil
 }
 
@@ -78,7 +82,7 @@ func prepareWriteFile(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, e
 		return nil, err
 	}
 	pathFrom, contentFrom := n.PathFrom, n.ContentFrom
-	return func(_ context.Context, c *runtime.Call) (runtime.Result, error) {
+	return func(ctx context.Context, c *runtime.Call) (runtime.Result, error) {
 		path, err := c.FromString("path_from", pathFrom)
 		if err != nil {
 			return runtime.Result{}, err
@@ -108,10 +112,15 @@ func prepareWriteFile(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, e
 		if err := c.Run.AddFSWrite(int64(len(data))); err != nil {
 			return runtime.Result{}, err
 		}
-		if err := writeFile(pol, resolved, root, data, perm); err != nil {
-			return runtime.Result{}, failed(c, "write", resolved, err)
-		}
-		return runtime.Next(map[string]any{"path": resolved, "bytes": len(data), "written": true}), nil
+		// Through the run's recording/replay seam: a replay compares the
+		// content it would write with the tape's, and writes nothing.
+		req := map[string]any{"path": resolved, "content": string(data)}
+		return runtime.Interact(ctx, c, "fs.write", req, func() (runtime.Result, error) {
+			if err := writeFile(pol, resolved, root, data, perm); err != nil {
+				return runtime.Result{}, failed(c, "write", resolved, err)
+			}
+			return runtime.Next(map[string]any{"path": resolved, "bytes": len(data), "written": true}), nil
+		})
 	}, nil
 }
 
@@ -121,7 +130,7 @@ func prepareCreateDir(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, e
 		return nil, err
 	}
 	from := n.PathFrom
-	return func(_ context.Context, c *runtime.Call) (runtime.Result, error) {
+	return func(ctx context.Context, c *runtime.Call) (runtime.Result, error) {
 		path, err := c.FromString("path_from", from)
 		if err != nil {
 			return runtime.Result{}, err
@@ -134,10 +143,12 @@ func prepareCreateDir(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, e
 		if c.DryRun() {
 			return runtime.Next(map[string]any{"path": resolved, "dry_run": true}), nil
 		}
-		if err := createDir(pol, resolved, root); err != nil {
-			return runtime.Result{}, failed(c, "create", resolved, err)
-		}
-		return runtime.Next(map[string]any{"path": resolved, "created": true}), nil
+		return runtime.Interact(ctx, c, "fs.create_dir", map[string]any{"path": resolved}, func() (runtime.Result, error) {
+			if err := createDir(pol, resolved, root); err != nil {
+				return runtime.Result{}, failed(c, "create", resolved, err)
+			}
+			return runtime.Next(map[string]any{"path": resolved, "created": true}), nil
+		})
 	}, nil
 }
 

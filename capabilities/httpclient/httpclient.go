@@ -144,6 +144,33 @@ func do(ctx context.Context, c *runtime.Call, method string, headers []header) (
 		return runtime.Next(map[string]any{"method": method, "url": url, "dry_run": true}), nil
 	}
 
+	// Through the run's recording/replay seam. The request recorded is
+	// what the workflow decides (method, URL, body, declared headers with
+	// their {{secret:NAME}} placeholders, never a secret's value), so a
+	// replay compares it without resolving a secret.
+	return runtime.Interact(ctx, c, "http.request", recordedRequest(method, url, body, headers),
+		func() (runtime.Result, error) { return send(ctx, c, method, url, body, isJSON, explicit, headers) })
+}
+
+// recordedRequest is the request as recording and replay see it.
+func recordedRequest(method, url string, body []byte, headers []header) map[string]any {
+	hs := map[string]any{}
+	for _, h := range headers {
+		var b strings.Builder
+		for _, p := range h.parts {
+			if p.Secret != "" {
+				b.WriteString("{{secret:" + p.Secret + "}}")
+			} else {
+				b.WriteString(p.Text)
+			}
+		}
+		hs[h.name] = b.String()
+	}
+	return map[string]any{"method": method, "url": url, "body": string(body), "headers": hs}
+}
+
+// send performs the request and reads the response.
+func send(ctx context.Context, c *runtime.Call, method, url string, body []byte, isJSON, explicit bool, headers []header) (runtime.Result, error) {
 	reqCtx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(reqCtx, method, url, bytes.NewReader(body))

@@ -43,17 +43,22 @@ func complete(ctx context.Context, c *runtime.Call, backend string, msgs []intel
 	if err := c.Run.CheckTokens(); err != nil {
 		return nil, onNode(c, err)
 	}
-	backends := intel.ClientFrom(c.Run.Services())
-	if backends == nil {
-		return nil, c.Errorf(runtime.ClassConfig, "backend %q is not configured: %s", backend, configureHint)
-	}
-	client, err := backends(backend)
-	if err != nil {
-		return nil, &runtime.Error{Class: runtime.ClassConfig, Node: c.Node.ID, Kind: c.Node.Type, Msg: err.Error(), Err: err}
-	}
 	// The backend name is the wire's logical model name; providers send
 	// their configured model instead.
-	resp, err := client.Complete(ctx, &intel.Request{Model: backend, Messages: msgs, MaxTokens: maxTokens})
+	req := &intel.Request{Model: backend, Messages: msgs, MaxTokens: maxTokens}
+	// Through the run's recording/replay seam: a replay answers from its
+	// tape and needs no configured backend.
+	resp, err := runtime.Interact(ctx, c, "llm.complete", req, func() (*intel.Response, error) {
+		backends := intel.ClientFrom(c.Run.Services())
+		if backends == nil {
+			return nil, c.Errorf(runtime.ClassConfig, "backend %q is not configured: %s", backend, configureHint)
+		}
+		client, err := backends(backend)
+		if err != nil {
+			return nil, &runtime.Error{Class: runtime.ClassConfig, Node: c.Node.ID, Kind: c.Node.Type, Msg: err.Error(), Err: err}
+		}
+		return client.Complete(ctx, req)
+	})
 	if err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
 			return nil, &runtime.Error{Class: runtime.ClassTimeout, Node: c.Node.ID, Kind: c.Node.Type,

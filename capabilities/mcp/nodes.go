@@ -70,11 +70,17 @@ func prepareTool(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error)
 		if c.DryRun() {
 			return runtime.Next(map[string]any{"tool": tool, "server": srv.Name, "args": args, "dry_run": true}), nil
 		}
-		client, err := mcpClient(c)
-		if err != nil {
+		req := map[string]any{"server": srv.Name, "tool": tool, "args": args}
+		res, err := runtime.Interact(ctx, c, "mcp.call_tool", req, func() (map[string]any, error) {
+			client, err := mcpClient(c)
+			if err != nil {
+				return nil, err
+			}
+			return client.CallTool(ctx, srv.Name, tool, args)
+		})
+		if err != nil && runtime.ClassOf(err) == runtime.ClassConfig { // no client; a replay without an answer
 			return runtime.Result{}, err
 		}
-		res, err := client.CallTool(ctx, srv.Name, tool, args)
 		if err != nil {
 			return runtime.Result{}, callError(c, err, "server %s: tools/call %s", srv.Name, tool)
 		}
@@ -121,11 +127,17 @@ func prepareResource(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, er
 		if c.DryRun() {
 			return runtime.Next(map[string]any{"uri": uri, "server": srv.Name, "dry_run": true}), nil
 		}
-		client, err := mcpClient(c)
-		if err != nil {
+		req := map[string]any{"server": srv.Name, "uri": uri}
+		res, err := runtime.Interact(ctx, c, "mcp.read_resource", req, func() (map[string]any, error) {
+			client, err := mcpClient(c)
+			if err != nil {
+				return nil, err
+			}
+			return client.ReadResource(ctx, srv.Name, uri)
+		})
+		if err != nil && runtime.ClassOf(err) == runtime.ClassConfig { // no client; a replay without an answer
 			return runtime.Result{}, err
 		}
-		res, err := client.ReadResource(ctx, srv.Name, uri)
 		if err != nil {
 			return runtime.Result{}, callError(c, err, "server %s: resources/read %s", srv.Name, uri)
 		}

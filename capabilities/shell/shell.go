@@ -84,15 +84,20 @@ func prepare(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) {
 		if c.DryRun() {
 			return runtime.Next(map[string]any{"command": c.Node.Command, "args": args, "dry_run": true}), nil
 		}
-		exe, err := openCommand(pol, resolved, root)
-		if err != nil {
-			if policy.IsDenial(err) {
-				return runtime.Result{}, err
+		// Through the run's recording/replay seam: a replay answers from
+		// its tape and spawns nothing.
+		req := map[string]any{"command": c.Node.Command, "args": args}
+		return runtime.Interact(ctx, c, "shell.run", req, func() (runtime.Result, error) {
+			exe, err := openCommand(pol, resolved, root)
+			if err != nil {
+				if policy.IsDenial(err) {
+					return runtime.Result{}, err
+				}
+				return runtime.Result{}, c.Errorf(runtime.ClassTool, "command %s: %v", c.Node.Command, err)
 			}
-			return runtime.Result{}, c.Errorf(runtime.ClassTool, "command %s: %v", c.Node.Command, err)
-		}
-		defer exe.Close()
-		return spawn(ctx, c, exe, args, timeout)
+			defer exe.Close()
+			return spawn(ctx, c, exe, args, timeout)
+		})
 	}, nil
 }
 

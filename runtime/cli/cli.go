@@ -88,8 +88,11 @@ type settings struct {
 	drainSecs   int
 	config      string
 	version     bool
+	replay      []string       // `replay` and its arguments (replay.go); nil: not replaying
+	tapes       *taping        // --record, --record-dir (record.go); nil: off
 	durable     durableFlags   // --resume, --checkpoint-each-node, ... (durable.go)
 	preflight   preflightFlags // --approvals, --preflight, `needs` (preflight.go)
+	rec         recordFlags    // --record-dir and its bounds (record.go)
 }
 
 func defineFlags(fs *flag.FlagSet, s *settings) {
@@ -109,6 +112,7 @@ func defineFlags(fs *flag.FlagSet, s *settings) {
 	fs.BoolVar(&s.version, "version", false, "print the version and exit")
 	defineDurableFlags(fs, &s.durable)
 	definePreflightFlags(fs, &s.preflight)
+	defineRecordFlags(fs, &s.rec)
 }
 
 // noEnv lists flags without an environment fallback.
@@ -182,6 +186,8 @@ func Main(args []string, o Options) int {
 		s.version = true
 	case len(rest) == 1 && rest[0] == "needs":
 		s.preflight.report = true
+	case rest[0] == "replay":
+		s.replay = rest[1:] // replay.go, once the workflow is known
 	case len(rest) == 1 && (rest[0] == "serve" || rest[0] == "once"):
 		if s.mode == "" {
 			s.mode = rest[0]
@@ -206,6 +212,13 @@ func Main(args []string, o Options) int {
 	if o.Workflow == nil {
 		return fail(ExitUsage, "no workflow to run")
 	}
+	if s.replay != nil { // before any extension starts: a replay reaches nothing outside
+		prog, err := runtime.Compile(o.Workflow, runtime.CompileOptions{Unprovided: o.Build.unprovided()})
+		if err != nil {
+			return fail(ExitUsage, "%v", err)
+		}
+		return Replay(context.Background(), o.Prog+" replay", prog, s.replay, o.Stdout, o.Stderr)
+	}
 	if s.timeoutSecs < 0 || s.drainSecs < 0 {
 		return fail(ExitUsage, "--timeout-secs and --drain-timeout-secs must not be negative")
 	}
@@ -213,6 +226,9 @@ func Main(args []string, o Options) int {
 		return fail(ExitUsage, "%v", err)
 	}
 	if err := s.durable.check(&s); err != nil {
+		return fail(ExitUsage, "%v", err)
+	}
+	if err := s.rec.check(); err != nil {
 		return fail(ExitUsage, "%v", err)
 	}
 	serve, err := serveMode(s.mode, o.Workflow)
@@ -258,7 +274,11 @@ func Main(args []string, o Options) int {
 		DrainTimeout: time.Duration(s.drainSecs) * time.Second,
 		RunTimeout:   time.Duration(s.timeoutSecs) * time.Second, // serve-mode runs too
 	}
-	attachBuild(host, o) // preflight.go: for the discovery documents
+	attachBuild(host, o)                             // preflight.go: for the discovery documents
+	tapes := attachTapes(host, &s, func(err error) { // record.go
+		fmt.Fprintf(o.Stderr, "%s: %s\n", o.Prog, runtime.Redact(err.Error()))
+		audit.Warn("record.failed", "error", err.Error())
+	})
 	otelLinked := slices.ContainsFunc(exts, func(e runtime.Extension) bool { return e.Name == "otel" })
 	if ignored := unsupportedLogging(o.Workflow.Logging, otelLinked); len(ignored) > 0 {
 		detail := "this binary does not link the otel capability family, so nothing is exported over OpenTelemetry"
@@ -288,6 +308,8 @@ func Main(args []string, o Options) int {
 	// environment fallback) when they are first resolved.
 	runtime.WarnShortSecrets(func(name string) { warnShortSecret(o, audit, name) })
 	defer runtime.WarnShortSecrets(nil)
+	tapes.observe() // after Setup, which may have set the engine's observer
+	s.tapes = tapes
 	if code, ok := runDurable(ctx, host, &s, o, fail); ok {
 		return code
 	}
@@ -306,6 +328,7 @@ var subcommands = []struct{ name, summary string }{
 	{"verify", "check the compiled-in tables, needs, sources and manifest against the seal"},
 	{"needs", "print the preflight report of the effective needs (exit 6 when blocked)"},
 	{"version", "print the version"},
+	{"replay", "replay tapes (--record, --record-dir) with every outside request answered from the tape"},
 }
 
 func writeCommands(w io.Writer) {
@@ -526,7 +549,7 @@ func finish(rep *runtime.Report, s *settings, o Options, fail func(int, string, 
 	if rep.Outcome.Status == runtime.StatusErrored {
 		fmt.Fprintf(o.Stderr, "%s: %s\n", o.Prog, runtime.Redact(rep.Outcome.Reason))
 	}
-	if s.record != "" {
+	if s.record != "" && !s.tapes.wrote(rep) { // a resumed run: its record, not a tape
 		data, err := rep.Record()
 		if err == nil {
 			err = runtime.WriteFileAtomic(s.record, append(runtime.RedactJSON(data), '\n'), 0o600)
