@@ -59,12 +59,14 @@ func compile(wf *workflow.Workflow, opts CompileOptions, depth int) (*Program, e
 	if depth > MaxCallDepth {
 		return nil, fmt.Errorf("workflow %q: child workflows nest deeper than %d", wf.Name, MaxCallDepth)
 	}
-	if wf.Policy != nil && wf.Policy.Rego != nil {
-		return nil, fmt.Errorf("workflow %q: [policy.rego] is not supported by kiln (no Rego evaluator is compiled in); remove it or express the rule in the static allowlists", wf.Name)
+	// [policy.rego] is prepared here, at start-up, never at a first request.
+	pol, err := policy.Compile(wf.Policy, wf.Assets)
+	if err != nil {
+		return nil, fmt.Errorf("workflow %q: %w", wf.Name, err)
 	}
 	p := &Program{
 		Workflow: wf,
-		Policy:   policy.New(wf.Policy),
+		Policy:   pol,
 		Children: map[string]*Program{},
 		nodes:    map[string]*programNode{},
 		inDegree: map[string]int{},

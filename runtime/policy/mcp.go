@@ -8,19 +8,22 @@ import (
 
 // MCPTool checks a tool call against [policy.mcp].tools.
 func (p *Policy) MCPTool(server, tool string) error {
-	return p.mcp("mcp.tool", server, server+"/"+tool, tool, func(m *workflow.MCPPolicy) []string { return m.Tools })
+	return p.mcp("mcp.tool", server, server+"/"+tool, tool, func(m *workflow.MCPPolicy) []string { return m.Tools },
+		map[string]any{"server": server, "tool": tool})
 }
 
 // MCPResource checks a resource read or subscription against
 // [policy.mcp].resources.
 func (p *Policy) MCPResource(server, uri string) error {
-	return p.mcp("mcp.resource", server, server+" "+uri, uri, func(m *workflow.MCPPolicy) []string { return m.Resources })
+	return p.mcp("mcp.resource", server, server+" "+uri, uri, func(m *workflow.MCPPolicy) []string { return m.Resources },
+		map[string]any{"server": server, "uri": uri})
 }
 
 // mcp is the one check of an MCP target: no dot segments, then (unless
 // allow-all) the server and target allowlists of [policy.mcp]; onServer
-// names the target with its server for a server denial.
-func (p *Policy) mcp(what, server, onServer, target string, allowed func(*workflow.MCPPolicy) []string) error {
+// names the target with its server for a server denial; args are the
+// input of the [policy.rego] decision taken last.
+func (p *Policy) mcp(what, server, onServer, target string, allowed func(*workflow.MCPPolicy) []string, args map[string]any) error {
 	if err := CheckMCPTarget(what, target); err != nil {
 		return err
 	}
@@ -36,7 +39,7 @@ func (p *Policy) mcp(what, server, onServer, target string, allowed func(*workfl
 	if !MatchAny(allowed(p.spec.MCP), target) {
 		return deny(what, target, "not in the allowlist")
 	}
-	return nil
+	return p.decide(what, target, args)
 }
 
 // CheckMCPTarget refuses a tool name or resource URI (what is "mcp.tool"

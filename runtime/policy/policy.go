@@ -24,9 +24,12 @@ import (
 // Denial is a refused check. The engine maps it to a policy error: the run
 // aborts, the denial is counted and audited, and it is never retried.
 type Denial struct {
-	What   string // fs.read, fs.write, fs.delete, fs.list, env.read, http.request, shell.run, mcp.tool, mcp.resource
+	What   string // fs.read, fs.write, fs.delete, fs.list, env.read, http.request, shell.run, mcp.tool, mcp.resource, llm.infer
 	Target string
 	Reason string
+	// Source is SourceRego when [policy.rego] denied what the static
+	// allowlist allowed; "" for the static allowlist.
+	Source string
 }
 
 func (d *Denial) Error() string {
@@ -49,13 +52,21 @@ type Policy struct {
 	// prefix is resolved through symlinks (see resolvePatterns).
 	fsRead, fsWrite, fsDelete, fsList []string
 	shell                             []string
+
+	// extra is the [policy.rego] decision (decider.go), consulted only
+	// after the static allowlist allows; nil without [policy.rego].
+	extra Decider
 }
 
-// New compiles p; nil means allow-all.
+// New compiles p; nil means allow-all. A [policy.rego] block is not
+// prepared here: every check then fails closed, so use Compile.
 func New(p *workflow.Policy) *Policy {
 	pol := &Policy{spec: p, allowAll: p == nil}
 	if p == nil {
 		return pol
+	}
+	if p.Rego != nil {
+		pol.extra = notCompiled{}
 	}
 	if p.FS != nil {
 		pol.fsRead = resolvePatterns(p.FS.Read)
@@ -216,6 +227,9 @@ func (p *Policy) FSTarget(what, path string) (resolved, root string, err error) 
 	if !MatchAny(allow, resolved) {
 		return "", "", deny(what, resolved, "not in the allowlist")
 	}
+	if err := p.decide(what, resolved, map[string]any{"path": resolved}); err != nil {
+		return "", "", err
+	}
 	return resolved, rootOf(allow, resolved), nil
 }
 
@@ -230,7 +244,7 @@ func (p *Policy) FSConfirm(what, real string) error {
 	if p.spec.FS == nil || !MatchAny(p.fsAllow(what), real) {
 		return deny(what, real, "not in the allowlist")
 	}
-	return nil
+	return p.decide(what, real, map[string]any{"path": real})
 }
 
 // rootOf returns the deepest literal directory of a pattern in allow that
@@ -311,7 +325,7 @@ func (p *Policy) EnvRead(key string) error {
 	if !MatchAny(p.spec.Env.ReadKeys, key) {
 		return deny("env.read", key, "not in the allowlist")
 	}
-	return nil
+	return p.decide("env.read", key, map[string]any{"key": key})
 }
 
 // HTTPRequest is an outbound request as the policy sees it. The caller
@@ -358,6 +372,9 @@ func (p *Policy) HTTP(r HTTPRequest) (explicit bool, err error) {
 	}
 	for _, pat := range p.spec.HTTP.URLs {
 		if Match(pat, rawURL) {
+			if err := p.decide("http.request", method+" "+rawURL, map[string]any{"method": method, "url": rawURL}); err != nil {
+				return false, err
+			}
 			return pat != "*" && namesHost(pat, r.Host), nil
 		}
 	}
@@ -375,24 +392,26 @@ func namesHost(pattern, host string) bool {
 }
 
 // Shell checks a command. The command is resolved through symlinks first,
-// so a link inside an allowed directory cannot run something else.
-func (p *Policy) Shell(command string) error {
-	_, err := p.ShellResolve(command)
+// so a link inside an allowed directory cannot run something else. args
+// are the arguments it will run with, as [policy.rego] sees them.
+func (p *Policy) Shell(command string, args ...string) error {
+	_, err := p.ShellResolve(command, args...)
 	return err
 }
 
 // ShellResolve checks a command and returns its resolved path, which the
 // caller must execute.
-func (p *Policy) ShellResolve(command string) (string, error) {
-	resolved, _, err := p.ShellTarget(command)
+func (p *Policy) ShellResolve(command string, args ...string) (string, error) {
+	resolved, _, err := p.ShellTarget(command, args...)
 	return resolved, err
 }
 
 // ShellTarget checks a command like ShellResolve and also returns its
 // allowlist root (see FSTarget): the caller opens the command beneath it,
 // confirms it with ShellConfirm and executes the descriptor it holds, not
-// the name.
-func (p *Policy) ShellTarget(command string) (resolved, root string, err error) {
+// the name. args are the arguments it will run with: [policy.rego] sees
+// them (callers must pass them, also to ShellConfirm).
+func (p *Policy) ShellTarget(command string, args ...string) (resolved, root string, err error) {
 	if !filepath.IsAbs(command) {
 		return "", "", deny("shell.run", command, "command must be an absolute path")
 	}
@@ -409,17 +428,39 @@ func (p *Policy) ShellTarget(command string) (resolved, root string, err error) 
 	if !MatchAny(p.shell, resolved) {
 		return "", "", deny("shell.run", resolved, "not in the allowlist")
 	}
+	if err := p.decide("shell.run", resolved, shellArgs(resolved, args)); err != nil {
+		return "", "", err
+	}
 	return resolved, rootOf(p.shell, resolved), nil
 }
 
 // ShellConfirm checks real, the path the kernel reports for the command a
-// caller opened, against the shell allowlist (see FSConfirm).
-func (p *Policy) ShellConfirm(real string) error {
+// caller opened, against the shell allowlist and [policy.rego] (see
+// FSConfirm), with the arguments it will run with.
+func (p *Policy) ShellConfirm(real string, args ...string) error {
 	if p.allowAll {
 		return nil
 	}
 	if p.spec.Shell == nil || !MatchAny(p.shell, real) {
 		return deny("shell.run", real, "not in the allowlist")
 	}
-	return nil
+	return p.decide("shell.run", real, shellArgs(real, args))
+}
+
+// shellArgs is the input of a shell.run decision; args is never null.
+func shellArgs(command string, args []string) map[string]any {
+	if args == nil {
+		args = []string{}
+	}
+	return map[string]any{"command": command, "args": args}
+}
+
+// LLMInfer checks one intelligence call on backend (the model it sends,
+// "" when the backend does not name one). No static allowlist governs
+// intelligence calls, so only [policy.rego] can deny one.
+func (p *Policy) LLMInfer(backend, model string) error {
+	if p.allowAll {
+		return nil
+	}
+	return p.decide("llm.infer", backend, map[string]any{"backend": backend, "model": model})
 }
