@@ -301,7 +301,11 @@ func (r *Run) AddFSWrite(n int64) error {
 func (r *Run) RecordDenial(node, kind string, err error) {
 	r.Counters.PolicyDenials.Add(1)
 	e := AsError(err)
-	r.auditf(slog.LevelWarn, "policy.denied", "node", node, "kind", kind, "target", e.Target, "reason", e.Msg)
+	source := "allowlist"
+	if d := (*policy.Denial)(nil); errors.As(err, &d) && d.Source != "" {
+		source = d.Source // "rego": [policy.rego] denied what the allowlist allowed
+	}
+	r.auditf(slog.LevelWarn, "policy.denied", "node", node, "kind", kind, "target", e.Target, "reason", e.Msg, "source", source)
 }
 
 // Run executes p once and returns its report. It never panics on workflow

@@ -46,6 +46,8 @@ type Family struct {
 	Secrets bool
 	// Telemetry marks the family that exports [logging.otel] traces.
 	Telemetry bool
+	// Rego marks the family that evaluates [policy.rego].
+	Rego bool
 }
 
 // Families is the catalog, in a fixed order (the order of the table).
@@ -155,6 +157,12 @@ var Families = []Family{
 		Description: "[logging.otel]: OpenTelemetry trace export of runs and node attempts over OTLP",
 		Keys:        []string{"telemetry.otel"},
 		Telemetry:   true,
+	},
+	{
+		ID: "rego", Package: PackagePrefix + "rego", Tag: "kiln_rego",
+		Description: "[policy.rego]: a Rego policy (Open Policy Agent) every allowed tool decision must also satisfy",
+		Keys:        []string{"policy.rego"},
+		Rego:        true,
 	},
 }
 

@@ -155,6 +155,13 @@ func (u *usage) walk(wf *workflow.Workflow, where string) {
 			}
 		}
 	}
+	if wf.Policy != nil && wf.Policy.Rego != nil {
+		for _, f := range Families {
+			if f.Rego {
+				u.add(f.ID, where+"[policy.rego]")
+			}
+		}
+	}
 	for _, path := range runtime.SortedKeys(wf.Children) {
 		u.walk(wf.Children[path], where+path+": ")
 	}

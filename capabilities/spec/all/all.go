@@ -26,6 +26,7 @@ import (
 	mcp "github.com/kilnworks/kiln/capabilities/mcp/spec"
 	oidc "github.com/kilnworks/kiln/capabilities/oidc/spec"
 	otel "github.com/kilnworks/kiln/capabilities/otel/spec"
+	rego "github.com/kilnworks/kiln/capabilities/rego/spec"
 	secrets "github.com/kilnworks/kiln/capabilities/secrets/spec"
 	shell "github.com/kilnworks/kiln/capabilities/shell/spec"
 )
@@ -35,6 +36,7 @@ var declared = []*spec.Family{
 	&control.Family, &data.Family, &fs.Family, &env.Family, &llm.Family, &mcp.Family,
 	&http.Family, &oidc.Family, &httpclient.Family, &shell.Family, &compose.Family,
 	&cron.Family, &interval.Family, &fswatch.Family, &event.Family, &secrets.Family, &otel.Family,
+	&rego.Family,
 }
 
 type registry struct {
