@@ -43,9 +43,10 @@ type item struct {
 	pos   float64 // order within the layer (a float for barycenters)
 	// Compound nodes: the header height and the child layouts with their
 	// offsets inside the box.
-	header float64
-	subs   []*clusterLayout
-	subAt  []point
+	header    float64
+	subs      []*clusterLayout
+	subAt     []point
+	subTitles []string // "calls: name (file)"
 }
 
 type route struct {
@@ -120,21 +121,22 @@ func layoutCluster(c *Cluster, top bool) *clusterLayout {
 		if n.Category == Input || n.Category == Intelligence {
 			it.w += 2 * slant
 		}
-		var subs []*clusterLayout
+		x, h := clusterPad, 0.0
 		for _, ch := range n.Children {
-			if ch.Cluster != nil {
-				subs = append(subs, layoutCluster(ch.Cluster, false))
+			if ch.Cluster == nil {
+				continue
 			}
+			s := layoutCluster(ch.Cluster, false)
+			title := ch.Label + ": " + ch.Cluster.Label
+			s.w = max(s.w, textWidth(shown(title))+2*clusterPad)
+			it.subs = append(it.subs, s)
+			it.subTitles = append(it.subTitles, title)
+			it.subAt = append(it.subAt, point{x, it.h})
+			x += s.w + clusterPad
+			h = max(h, s.h)
 		}
-		if len(subs) > 0 {
+		if len(it.subs) > 0 {
 			it.header = it.h
-			x, h := clusterPad, 0.0
-			for _, s := range subs {
-				it.subs = append(it.subs, s)
-				it.subAt = append(it.subAt, point{x, it.header})
-				x += s.w + clusterPad
-				h = max(h, s.h)
-			}
 			it.w = max(it.w, x)
 			it.h = it.header + h + clusterPad
 		}
@@ -323,8 +325,5 @@ func (l *clusterLayout) place() {
 	l.h = y - gapY + clusterPad
 	if len(rows) == 0 {
 		l.h = l.title + 2*clusterPad
-	}
-	if l.title > 0 {
-		l.w = max(l.w, textWidth(shown(l.c.Label))+2*clusterPad)
 	}
 }

@@ -121,7 +121,7 @@ func (s *svgWriter) node(it *item, at point) {
 		p := point{x + it.subAt[i].x, y + it.subAt[i].y}
 		fmt.Fprintf(&s.b, `<g class="cluster" data-label="%s">`, esc(Visible(sub.c.Label)))
 		fmt.Fprintf(&s.b, `<rect class="frame" x="%s" y="%s" width="%s" height="%s" rx="4"/>`, num(p.x), num(p.y), num(sub.w), num(sub.h))
-		fmt.Fprintf(&s.b, `<text x="%s" y="%s">%s</text>`, num(p.x+clusterPad/2), num(p.y+lineHeight), esc(shown(sub.c.Label)))
+		fmt.Fprintf(&s.b, `<text x="%s" y="%s">%s</text>`, num(p.x+clusterPad/2), num(p.y+lineHeight), esc(shown(it.subTitles[i])))
 		s.b.WriteString("\n")
 		s.cluster(sub, p)
 		s.b.WriteString("</g>")
