@@ -48,6 +48,9 @@ type Family struct {
 	Telemetry bool
 	// Rego marks the family that evaluates [policy.rego].
 	Rego bool
+	// Confines marks the family that confines a binary with a [policy]
+	// to it with Landlock at start-up ([sandbox]).
+	Confines bool
 }
 
 // Families is the catalog, in a fixed order (the order of the table).
@@ -157,6 +160,12 @@ var Families = []Family{
 		Description: "[logging.otel]: OpenTelemetry trace export of runs and node attempts over OTLP",
 		Keys:        []string{"telemetry.otel"},
 		Telemetry:   true,
+	},
+	{
+		ID: "sandbox", Package: PackagePrefix + "sandbox", Tag: "kiln_sandbox",
+		Description: "[sandbox]: Landlock self-confinement of a binary with a [policy] (file system, TCP ports, scoping)",
+		Keys:        []string{"sandbox.landlock"},
+		Confines:    true,
 	},
 	{
 		ID: "rego", Package: PackagePrefix + "rego", Tag: "kiln_rego",

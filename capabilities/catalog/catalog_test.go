@@ -62,7 +62,7 @@ func TestTableShape(t *testing.T) {
 	if always != 1 || catalog.Families[0].ID != "control" || !catalog.Families[0].Always {
 		t.Errorf("control must be the one always-linked family, first in the table")
 	}
-	want := []string{"control", "data", "fs", "env", "llm", "mcp", "http", "oidc", "httpclient", "shell", "compose", "cron", "interval", "fswatch", "event", "secrets", "otel", "rego"}
+	want := []string{"control", "data", "fs", "env", "llm", "mcp", "http", "oidc", "httpclient", "shell", "compose", "cron", "interval", "fswatch", "event", "secrets", "otel", "sandbox", "rego"}
 	if got := catalog.IDs(); !reflect.DeepEqual(got, want) {
 		t.Errorf("families = %v, want exactly %v", got, want)
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/runtime/confine"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
@@ -152,6 +153,15 @@ func (u *usage) walk(wf *workflow.Workflow, where string) {
 		for _, f := range Families {
 			if f.Telemetry {
 				u.add(f.ID, where+"[logging.otel]")
+			}
+		}
+	}
+	// The process confines itself (Landlock) by the root workflow's
+	// [policy] and [sandbox]; the runtime asks the same question.
+	if ok, _ := confine.Wanted(wf); ok && where == "" {
+		for _, f := range Families {
+			if f.Confines {
+				u.add(f.ID, "[policy] and [sandbox]: Landlock confinement")
 			}
 		}
 	}

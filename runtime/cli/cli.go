@@ -242,6 +242,7 @@ func Main(args []string, o Options) int {
 	}
 	defer closeLog.Close()
 
+	s.preflight.sandbox = sandboxRequest(&s, o, fs, serve) // sandbox.go
 	if code, done := preflight(&s.preflight, o, audit); done {
 		return code
 	}
@@ -308,6 +309,12 @@ func Main(args []string, o Options) int {
 	// environment fallback) when they are first resolved.
 	runtime.WarnShortSecrets(func(name string) { warnShortSecret(o, audit, name) })
 	defer runtime.WarnShortSecrets(nil)
+	// Everything read outside the policy is read (configuration, TLS and
+	// secret files, approvals): hand the rest to the kernel before the
+	// first node runs.
+	if code, done := confineProcess(s.preflight.sandbox, o, audit); done {
+		return code
+	}
 	tapes.observe() // after Setup, which may have set the engine's observer
 	s.tapes = tapes
 	if code, ok := runDurable(ctx, host, &s, o, fail); ok {

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/runtime/confine"
 	"github.com/kilnworks/kiln/runtime/discovery"
 	"github.com/kilnworks/kiln/runtime/needs"
 	"github.com/kilnworks/kiln/runtime/workflow"
@@ -49,7 +50,8 @@ func (b *Build) unprovided() map[string]bool {
 type preflightFlags struct {
 	approvals string
 	mode      string
-	report    bool // the `needs` argument: print the report and exit
+	report    bool            // the `needs` argument: print the report and exit
+	sandbox   confine.Request // what confinement will cover (sandbox.go)
 }
 
 func definePreflightFlags(fs *flag.FlagSet, p *preflightFlags) {
@@ -77,6 +79,12 @@ func preflight(p *preflightFlags, o Options, audit *slog.Logger) (code int, done
 		fmt.Fprintf(o.Stderr, "%s: %s\n", o.Prog, runtime.Redact(err.Error()))
 		return ExitUsage, true
 	}
+	if p.sandbox.Workflow != nil {
+		rep.Sandbox = confine.Plan(p.sandbox)
+		if rep.Sandbox.Refused != "" {
+			rep.Status = needs.Blocked // [sandbox] landlock = "required" cannot be met
+		}
+	}
 	out, err := runtime.EncodeJSONIndent(rep)
 	if err != nil {
 		fmt.Fprintf(o.Stderr, "%s: preflight report: %v\n", o.Prog, err)
@@ -91,6 +99,9 @@ func preflight(p *preflightFlags, o Options, audit *slog.Logger) (code int, done
 		return ExitOK, true
 	}
 	unmet := unmetIDs(rep)
+	if rep.Sandbox != nil && rep.Sandbox.Refused != "" {
+		unmet = append(unmet, "sandbox ("+rep.Sandbox.Refused+")")
+	}
 	switch rep.Status {
 	case needs.Ready:
 		audit.Info("preflight.ready", "workflow", o.Workflow.Name, "needs", len(rep.Needs))

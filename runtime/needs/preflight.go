@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/kilnworks/kiln/runtime/confine"
 )
 
 // Need statuses (docs/needs.md).
@@ -52,6 +54,9 @@ type Item struct {
 type Report struct {
 	Status string `json:"status"`
 	Needs  []Item `json:"needs"`
+	// Sandbox is the Landlock confinement the start-up will apply
+	// (docs/sandbox.md); nil when the caller did not plan one.
+	Sandbox *confine.Report `json:"sandbox,omitempty"`
 }
 
 // Approvals is the operator's --approvals file. It can only mark needs as

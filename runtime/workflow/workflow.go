@@ -29,6 +29,7 @@ type Workflow struct {
 	MCPServers   []MCPServer   `toml:"mcp_servers"`
 	Intelligence *Intelligence `toml:"intelligence"`
 	Secrets      []Secret      `toml:"secrets"`
+	Sandbox      *Sandbox      `toml:"sandbox"`
 
 	// Filled by the loader, never by TOML.
 
@@ -317,6 +318,12 @@ type Signing struct {
 	PublicKeyFile string `toml:"public_key_file"`
 	PublicKeyPEM  string `toml:"public_key_pem"`
 	Algorithm     string `toml:"algorithm"` // ed25519
+}
+
+// Sandbox is the [sandbox] block: how the binary confines itself with
+// Landlock at start-up (docs/sandbox.md).
+type Sandbox struct {
+	Landlock string `toml:"landlock"` // best_effort (default) | required | off
 }
 
 // Budget is the [budget] block; zero means unlimited.

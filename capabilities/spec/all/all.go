@@ -27,6 +27,7 @@ import (
 	oidc "github.com/kilnworks/kiln/capabilities/oidc/spec"
 	otel "github.com/kilnworks/kiln/capabilities/otel/spec"
 	rego "github.com/kilnworks/kiln/capabilities/rego/spec"
+	sandbox "github.com/kilnworks/kiln/capabilities/sandbox/spec"
 	secrets "github.com/kilnworks/kiln/capabilities/secrets/spec"
 	shell "github.com/kilnworks/kiln/capabilities/shell/spec"
 )
@@ -35,7 +36,7 @@ import (
 var declared = []*spec.Family{
 	&control.Family, &data.Family, &fs.Family, &env.Family, &llm.Family, &mcp.Family,
 	&http.Family, &oidc.Family, &httpclient.Family, &shell.Family, &compose.Family,
-	&cron.Family, &interval.Family, &fswatch.Family, &event.Family, &secrets.Family, &otel.Family,
+	&cron.Family, &interval.Family, &fswatch.Family, &event.Family, &secrets.Family, &otel.Family, &sandbox.Family,
 	&rego.Family,
 }
 
