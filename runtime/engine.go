@@ -69,9 +69,6 @@ type RunOptions struct {
 	// CheckpointEachNode writes a checkpoint after every node (crash
 	// recovery with --resume-incomplete). Needs StateDir.
 	CheckpointEachNode bool
-	// Outside, when set, records or replays the run's outside
-	// interactions (outside.go); child runs share it.
-	Outside Outside
 }
 
 // MakeTrigger builds the `trigger` context value: an object payload's
@@ -153,9 +150,8 @@ type Run struct {
 	Depth       int
 	Counters    *Counters
 
-	budget  *budget
-	parent  *Run
-	outside Outside // nil: interactions are performed directly
+	budget *budget
+	parent *Run
 
 	mu      sync.RWMutex
 	outputs []nodeOutput // by programNode.pos
@@ -339,7 +335,6 @@ func (e *Engine) Run(ctx context.Context, p *Program, opts RunOptions) *Report {
 		run.budget.maxTokens = b.MaxLLMTokens
 		run.budget.maxFSWrite = b.MaxFSWriteMB << 20
 	}
-	run.outside = opts.Outside
 	timeout := opts.Timeout
 	if timeout == 0 && p.Workflow.Budget != nil && p.Workflow.Budget.MaxRunTimeSecs > 0 {
 		timeout = time.Duration(p.Workflow.Budget.MaxRunTimeSecs) * time.Second
@@ -398,7 +393,6 @@ func (r *Run) RunChild(ctx context.Context, child *Program, start string, input 
 		trigger:     MakeTrigger(kind, input),
 		trace:       &Trace{ExecutionID: id, Entries: newTraceEntries(len(child.order))},
 	}
-		outside:     r.outside,
 	if start == "" {
 		c.StartNode = child.DefaultStart()
 	}

@@ -29,9 +29,10 @@ type Host struct {
 	// to [budget].max_run_time_secs.
 	RunTimeout time.Duration
 	// Tapes, when set, sees every run the host fires before it starts
-	// (it may set opts.Outside to record it) and its report after:
-	// --record and --record-dir (runtime/tape). Nil costs nothing.
-	Tapes func(opts *RunOptions) func(*Report)
+	// (it may return a context carrying a recorder, WithOutside) and its
+	// report after: --record and --record-dir (runtime/tape). Nil costs
+	// nothing.
+	Tapes func(ctx context.Context, opts *RunOptions) (context.Context, func(*Report))
 
 	readyMu sync.Mutex
 	blocks  map[string]string // reasons the host is not ready yet
@@ -65,7 +66,7 @@ func (h *Host) Fire(ctx context.Context, opts RunOptions) *Report {
 	}
 	var taped func(*Report)
 	if h.Tapes != nil {
-		taped = h.Tapes(&opts)
+		ctx, taped = h.Tapes(ctx, &opts)
 	}
 	rep := h.Engine.Run(ctx, h.Program, opts)
 	if taped != nil {

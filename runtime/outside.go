@@ -18,16 +18,29 @@ type Outside interface {
 	Interact(ctx context.Context, c *Call, kind string, req any, perform func() (any, error)) (any, error)
 }
 
-// Outside returns the run's seam to the outside world; nil when the run
-// neither records nor replays.
-func (r *Run) Outside() Outside { return r.outside }
+type outsideKey struct{}
 
-// Interact sends one outside interaction of node c through the run's
-// Outside. Without one (the common case) it is a direct call of perform.
+// WithOutside returns ctx carrying o: a run started with it (and its child
+// runs) send their outside interactions through o. The seam travels in the
+// context, not in the Run, so runs that neither record nor replay carry
+// nothing for it.
+func WithOutside(ctx context.Context, o Outside) context.Context {
+	return context.WithValue(ctx, outsideKey{}, o)
+}
+
+// OutsideFrom returns the Outside ctx carries; nil when none.
+func OutsideFrom(ctx context.Context) Outside {
+	o, _ := ctx.Value(outsideKey{}).(Outside)
+	return o
+}
+
+// Interact sends one outside interaction of node c through the Outside
+// ctx carries. Without one (the common case) it is a direct call of
+// perform.
 // A replayed answer is decoded into T; a replayed failure comes back as
 // an *Error of its recorded class.
 func Interact[T any](ctx context.Context, c *Call, kind string, req any, perform func() (T, error)) (T, error) {
-	o := c.Run.outside
+	o := OutsideFrom(ctx)
 	if o == nil {
 		return perform()
 	}

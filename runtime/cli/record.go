@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -73,9 +74,9 @@ func (t *taping) observe() {
 	}
 }
 
-func (t *taping) start(opts *runtime.RunOptions) func(*runtime.Report) {
+func (t *taping) start(ctx context.Context, opts *runtime.RunOptions) (context.Context, func(*runtime.Report)) {
 	if opts.Resume != nil {
-		return nil
+		return ctx, nil
 	}
 	trigger := opts.Trigger
 	if trigger == nil {
@@ -83,8 +84,7 @@ func (t *taping) start(opts *runtime.RunOptions) func(*runtime.Report) {
 		opts.Trigger = trigger
 	}
 	rec := tape.NewRecorder()
-	opts.Outside = rec
-	return func(rep *runtime.Report) {
+	return runtime.WithOutside(ctx, rec), func(rep *runtime.Report) {
 		tp, err := rec.Tape(t.host.Program, trigger, rep)
 		if err != nil {
 			t.errs(fmt.Errorf("tape: %v", err))

@@ -54,8 +54,8 @@ func (r *Recorder) Interact(ctx context.Context, c *runtime.Call, kind string, r
 	return v, err
 }
 
-// Observer wraps next (nil: none) so the attempts of runs whose Outside is
-// a *Recorder are logged; other runs only reach next.
+// Observer wraps next (nil: none) so the attempts of runs started with a
+// *Recorder in their context are logged; other runs only reach next.
 func Observer(next runtime.Observer) runtime.Observer { return observer{next} }
 
 type observer struct{ next runtime.Observer }
@@ -72,7 +72,7 @@ func (o observer) StartNode(ctx context.Context, run *runtime.Run, n *workflow.N
 	if o.next != nil {
 		ctx, end = o.next.StartNode(ctx, run, n, attempt)
 	}
-	rec, ok := run.Outside().(*Recorder)
+	rec, ok := runtime.OutsideFrom(ctx).(*Recorder)
 	if !ok {
 		if end == nil {
 			end = func(runtime.Result, error) {}

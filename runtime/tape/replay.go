@@ -125,8 +125,8 @@ func Replay(ctx context.Context, p *runtime.Program, old *Tape) (*Result, error)
 		Sleep:    func(context.Context, time.Duration) error { return nil },
 		Observer: Observer(nil),
 	}
-	rep := e.Run(ctx, p, runtime.RunOptions{
-		Start: old.StartNode, Trigger: old.Trigger, ExecutionID: old.ExecutionID, Outside: rec,
+	rep := e.Run(runtime.WithOutside(ctx, rec), p, runtime.RunOptions{
+		Start: old.StartNode, Trigger: old.Trigger, ExecutionID: old.ExecutionID,
 	})
 	nt, err := rec.Tape(p, old.Trigger, rep)
 	if err != nil {
