@@ -102,3 +102,36 @@ func TestAlteredNeedsRefuseToStart(t *testing.T) {
 		})
 	}
 }
+
+// The run CLI gets the embedded needs (so the preflight checks them) and
+// the node kinds a degraded build leaves out; a binary generated without
+// needs gets none and still starts.
+func TestBuildHandsTheEmbeddedNeedsToTheCLI(t *testing.T) {
+	m := &manifest.Manifest{Families: []manifest.Family{{ID: "fs", Keys: []string{"filesystem"}}}}
+	t.Run("embedded", func(t *testing.T) {
+		withNeeds(t, []byte(sealedNeeds))
+		RegisterNeeds([]byte(sealedNeeds), "http_request")
+		b, err := build(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Needs == nil || b.Needs.Workflow != "root-needs" || len(b.Needs.Needs) != 1 || b.Needs.Needs[0].Path != "/srv/answer" {
+			t.Fatalf("needs handed to the CLI: %+v", b.Needs)
+		}
+		if len(b.Unprovided) != 1 || b.Unprovided[0] != "http_request" || len(b.Families["fs"]) != 1 {
+			t.Fatalf("build %+v", b)
+		}
+	})
+	t.Run("none", func(t *testing.T) {
+		withNeeds(t, nil)
+		if b, err := build(m); err != nil || b.Needs != nil {
+			t.Fatalf("without embedded needs: %+v %v", b, err)
+		}
+	})
+	t.Run("not JSON", func(t *testing.T) {
+		withNeeds(t, []byte("{"))
+		if _, err := build(m); err == nil || !strings.Contains(err.Error(), "embedded effective needs are not valid JSON") {
+			t.Fatalf("got %v", err)
+		}
+	})
+}
