@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/runtime/confine"
 )
 
 // latencyBuckets are the upper bounds (seconds) of the request latency
@@ -145,6 +146,20 @@ func (m *metrics) write(w io.Writer) error {
 		fmt.Fprintf(&b, "%s_sum{%s} %s\n", hname, labels, strconv.FormatFloat(h.sum, 'g', -1, 64))
 		fmt.Fprintf(&b, "%s_count{%s} %d\n", hname, labels, h.count)
 	}
+
+	// The Landlock confinement in force (docs/sandbox.md): 0 and ABI 0
+	// before start-up applied it or when the process is not confined.
+	confined, abi := 0, 0
+	if r := confine.Current(); r != nil {
+		abi = r.ABI
+		if r.Confined {
+			confined = 1
+		}
+	}
+	header(&b, "kiln_sandbox_confined", "gauge", "1 when the process and its children are confined by Landlock, else 0.")
+	fmt.Fprintf(&b, "kiln_sandbox_confined{%s} %d\n", wf, confined)
+	header(&b, "kiln_sandbox_landlock_abi", "gauge", "The kernel's Landlock ABI version (0: none).")
+	fmt.Fprintf(&b, "kiln_sandbox_landlock_abi{%s} %d\n", wf, abi)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -92,6 +92,10 @@ func derive(req confine.Request, getenv func(string) string) *plan {
 		if sh := pol.Shell; sh != nil && len(sh.Commands) > 0 {
 			children = true
 			p.patterns(sh.Commands, rExec, "shell.commands", false)
+			// Commands run under a supervisor: this binary, executed again.
+			if exe, err := os.Executable(); err == nil {
+				p.file(exe, rExec, "shell supervisor (this binary)", false)
+			}
 		}
 		if h := pol.HTTP; h != nil {
 			for _, u := range h.URLs {

@@ -8,6 +8,7 @@ package discovery
 import (
 	"sort"
 
+	"github.com/kilnworks/kiln/runtime/confine"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
@@ -58,6 +59,8 @@ type Document struct {
 	Limits       Limits            `json:"limits"`
 	Agents       AgentsBlock       `json:"agents"`
 	Degraded     []string          `json:"degraded,omitempty"`
+	// Sandbox is the Landlock confinement in force (docs/sandbox.md).
+	Sandbox *confine.Report `json:"sandbox,omitempty"`
 }
 
 // AgentsBlock advertises the manifest-runtime floor (docs/needs.md).
@@ -159,6 +162,7 @@ func Build(in Info) *Document {
 		Limits:       lim,
 		Agents:       AgentsBlock{Supported: true, ManifestRuntime: ManifestRuntime{Supported: true}},
 		Degraded:     in.Degraded(),
+		Sandbox:      confine.Current(),
 	}
 }
 
