@@ -39,7 +39,7 @@ func runIntelMock(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fl.SetOutput(stderr)
 	socket := fl.String("socket", "", "serve length-framed JSON-RPC on this Unix socket")
 	addr := fl.String("http", "", "serve the JSON-RPC envelope over HTTP on this address (host:port; port 0 picks one)")
-	scriptPath := fl.String("script", "", "turns file (TOML): [[turns]] content, prompt_tokens, completion_tokens, delay_ms; fail_on_call = N")
+	scriptPath := fl.String("script", "", "turns file (TOML): [[turns]] content, prompt_tokens, completion_tokens, delay_ms, expect (texts the call must contain); fail_on_call = N")
 	quiet := fl.Bool("quiet", false, "do not log each call on stderr")
 	fl.Usage = func() {
 		fmt.Fprintln(stderr, "usage: kiln intel-mock (--socket PATH | --http ADDR) --script turns.toml [--quiet]")

@@ -47,8 +47,14 @@ content = "negative"
 // address line it printed.
 func startIntelMock(t *testing.T, args ...string) (addr string, stderr *intelMockBuffer) {
 	t.Helper()
+	return startIntelMockScript(t, intelTurnsTOML, args...)
+}
+
+// startIntelMockScript is startIntelMock with the turns file's text.
+func startIntelMockScript(t *testing.T, turns string, args ...string) (addr string, stderr *intelMockBuffer) {
+	t.Helper()
 	script := filepath.Join(t.TempDir(), "turns.toml")
-	os.WriteFile(script, []byte(intelTurnsTOML), 0o644)
+	os.WriteFile(script, []byte(turns), 0o644)
 	ctx, cancel := context.WithCancel(context.Background())
 	stdout, stderr := &intelMockBuffer{}, &intelMockBuffer{}
 	code := make(chan int, 1)
