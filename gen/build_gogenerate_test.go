@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -124,5 +125,37 @@ func TestGoGenerateExample(t *testing.T) {
 	goRun(t, work, []string{"KILN_SOURCE="}, "tool", "kiln", "build", "workflow.toml", "-o", sealed)
 	if out, err := exec.Command(sealed, "manifest").Output(); err != nil || !strings.Contains(string(out), `"name": "gogenerate"`) {
 		t.Errorf("sealed manifest: %v\n%s", err, out)
+	}
+
+	// Both are pruned, and kiln inspect proves it from what each links:
+	// the plain go build links exactly the manifest's families (its
+	// imports), kiln build no more than those (-tags kiln_custom also
+	// leaves out the unused node kinds, and a family with none used).
+	trimmed := filepath.Join(t.TempDir(), "greeter-trimpath")
+	goRun(t, work, nil, "build", "-trimpath", "-o", trimmed, "./agent")
+	plain, err := gen.Inspect(trimmed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	built, err := gen.Inspect(sealed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !plain.OK() || !built.OK() {
+		t.Fatalf("kiln inspect: go build problems %v, kiln build problems %v", plain.Problems, built.Problems)
+	}
+	families := plain.Manifest.FamilyIDs()
+	if !slices.Equal(built.Manifest.FamilyIDs(), families) || !slices.Equal(plain.LinkedFamilies, families) {
+		t.Errorf("families: manifests %v / %v, go build links %v", families, built.Manifest.FamilyIDs(), plain.LinkedFamilies)
+	}
+	for _, id := range built.LinkedFamilies {
+		if !slices.Contains(families, id) {
+			t.Errorf("kiln build links family %s beyond the manifest %v", id, families)
+		}
+	}
+	for _, p := range built.Packages {
+		if !slices.Contains(plain.Packages, p) {
+			t.Errorf("kiln build links %s, which the plain go build does not", p)
+		}
 	}
 }

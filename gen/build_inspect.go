@@ -93,22 +93,31 @@ func Inspect(path string) (*Inspection, error) {
 	return in, nil
 }
 
-// check compares build tags, manifest and linked packages.
+// check compares build tags, manifest and linked packages. What proves
+// pruning is what is linked: no capability package of a family the
+// manifest does not list. A binary built with kiln's tags (kiln build)
+// must have the manifest's tags; one built without any (go generate, then
+// a plain go build of the generated package, which imports exactly the
+// manifest's families) must link exactly the manifest's families.
 func (in *Inspection) check() {
 	m := in.Manifest
-	if !slices.Equal(sortedCopy(in.Tags), sortedCopy(m.BuildTags)) {
-		in.Problems = append(in.Problems, fmt.Sprintf("build tags disagree: the binary was built with -tags %q, the manifest says %q",
-			strings.Join(in.Tags, ","), strings.Join(m.BuildTags, ",")))
-	}
-	if !slices.Contains(in.Tags, catalog.TagCustom) {
-		in.Problems = append(in.Problems, fmt.Sprintf("the binary was not built with -tags %s: capabilities/all would link every family", catalog.TagCustom))
-	}
 	listed := map[string]bool{}
 	for _, id := range m.FamilyIDs() {
 		listed[id] = true
 	}
-	if !slices.Equal(in.TagFamilies, catalogOrder(m.FamilyIDs())) {
-		in.Problems = append(in.Problems, fmt.Sprintf("families disagree: the build tags compile in %v, the manifest lists %v", in.TagFamilies, m.FamilyIDs()))
+	if kilnTags(in.Tags) {
+		if !slices.Equal(sortedCopy(in.Tags), sortedCopy(m.BuildTags)) {
+			in.Problems = append(in.Problems, fmt.Sprintf("build tags disagree: the binary was built with -tags %q, the manifest says %q",
+				strings.Join(in.Tags, ","), strings.Join(m.BuildTags, ",")))
+		}
+		if !slices.Contains(in.Tags, catalog.TagCustom) {
+			in.Problems = append(in.Problems, fmt.Sprintf("the binary was built with kiln_<family> tags but not %s: capabilities/all would link every family", catalog.TagCustom))
+		}
+		if !slices.Equal(in.TagFamilies, catalogOrder(m.FamilyIDs())) {
+			in.Problems = append(in.Problems, fmt.Sprintf("families disagree: the build tags compile in %v, the manifest lists %v", in.TagFamilies, m.FamilyIDs()))
+		}
+	} else if want := catalogOrder(m.FamilyIDs()); !slices.Equal(in.LinkedFamilies, want) {
+		in.Problems = append(in.Problems, fmt.Sprintf("families disagree: a build without kiln's tags links %v, the manifest lists %v", in.LinkedFamilies, want))
 	}
 	for _, id := range in.LinkedFamilies {
 		if !listed[id] {
@@ -116,6 +125,16 @@ func (in *Inspection) check() {
 			in.Problems = append(in.Problems, fmt.Sprintf("capability package %s is linked into the binary but the manifest does not list family %s", f.Package, id))
 		}
 	}
+}
+
+// kilnTags reports whether any of a build's tags is one of kiln's.
+func kilnTags(tags []string) bool {
+	for _, t := range tags {
+		if t == catalog.TagCustom || len(catalog.FamiliesOfTags([]string{t})) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func sortedCopy(s []string) []string {

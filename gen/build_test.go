@@ -285,9 +285,11 @@ protocol = "http/protobuf"
 	}
 }
 
-// TestInspectFindsDisagreements builds the hello program the wrong ways:
-// without the pruning tags, and with a capability package imported that
-// the manifest does not list. kiln inspect must notice both.
+// TestInspectFindsDisagreements builds the hello program without tags
+// (accepted: its imports prune it) and the wrong ways: with a tag the
+// manifest does not list, and with a capability package imported that the
+// manifest does not list (with and without tags). kiln inspect must
+// notice each wrong one.
 func TestInspectFindsDisagreements(t *testing.T) {
 	plan := load(t, helloWorkflow(t), false)
 	modDir, _ := genModule(t, plan, "main")
@@ -305,9 +307,11 @@ func TestInspectFindsDisagreements(t *testing.T) {
 		return in
 	}
 
+	// A plain go build of the generated package (no tags) is pruned by
+	// its imports: it links exactly the manifest's families.
 	in := build("untagged", nil)
-	if in.OK() || !strings.Contains(strings.Join(in.Problems, "\n"), "build tags disagree") {
-		t.Errorf("untagged build: problems %v", in.Problems)
+	if !in.OK() || !slices.Equal(in.LinkedFamilies, plan.Families) {
+		t.Errorf("untagged build: linked %v, manifest %v, problems %v", in.LinkedFamilies, plan.Families, in.Problems)
 	}
 
 	in = build("extra-tag", append(slices.Clone(plan.Tags), "kiln_shell"))
@@ -324,6 +328,11 @@ func TestInspectFindsDisagreements(t *testing.T) {
 	}
 	if !slices.Contains(in.LinkedFamilies, "event") {
 		t.Errorf("linked families %v", in.LinkedFamilies)
+	}
+	// The same smuggled import in a plain build (no tags to compare).
+	in = build("smuggled-untagged", nil)
+	if in.OK() || !strings.Contains(strings.Join(in.Problems, "\n"), "manifest does not list family event") {
+		t.Errorf("smuggled package, untagged: problems %v", in.Problems)
 	}
 
 	// A Go binary without a kiln manifest is not a sealed binary.
