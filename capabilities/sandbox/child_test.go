@@ -114,7 +114,9 @@ func probe(spec childSpec) int {
 		}
 	}()
 
+	start := time.Now()
 	rep, err := confine.Apply(spec.Request)
+	fmt.Printf("APPLY_NS %d\n", time.Since(start).Nanoseconds())
 	out, _ := json.Marshal(rep)
 	fmt.Printf("REPORT %s\n", out)
 	if err != nil {
@@ -211,6 +213,7 @@ type childRun struct {
 	Stdout, Stderr string
 	Report         *confine.Report
 	Results        []result
+	ApplyNS        int64 // probe: how long confine.Apply took
 }
 
 // runChild runs this test binary as a child in mode with spec and extra
@@ -249,6 +252,9 @@ func runChild(t *testing.T, mode string, spec childSpec, env ...string) childRun
 			if err := json.Unmarshal([]byte(s), &run.Report); err != nil {
 				t.Fatalf("report %s: %v", s, err)
 			}
+		}
+		if s, ok := strings.CutPrefix(line, "APPLY_NS "); ok {
+			run.ApplyNS, _ = strconv.ParseInt(s, 10, 64)
 		}
 		if s, ok := strings.CutPrefix(line, "RESULT "); ok {
 			var r result

@@ -97,6 +97,9 @@ func build(req confine.Request) (*confine.Report, ruleset) {
 		cfg.HandledAccessNet &^= ll.AccessNetBindTCP
 	}
 	var rules []landlock.Rule
+	if abi == 0 {
+		p.paths, p.connect, p.bind = nil, nil, nil // nothing can be enforced
+	}
 	for _, pr := range p.paths {
 		access := landlock.AccessFSSet(pr.access) & cfg.HandledAccessFS
 		rules = append(rules, landlock.PathAccess(access, pr.path))
