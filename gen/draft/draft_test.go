@@ -428,18 +428,18 @@ func TestReviewListsNeedsAndFamilies(t *testing.T) {
 	if want := []string{"capability:filesystem", "filesystem:" + out + ":rw"}; !slices.Equal(needs, want) {
 		t.Fatalf("needs %v, want %v", needs, want)
 	}
-	md := string(r.Markdown())
+	text := string(r.Markdown())
 	for _, want := range []string{
-		"drafted by an intelligence backend", "greet the", "| fs | `kiln_fs` | node save (write_file) |",
-		"`filesystem:" + out + ":rw`", "[policy.fs]", "user (read_env) -> greeting (template_render)",
+		"drafted by an intelligence backend", "greet the", "| fs | kiln\\_fs | node save \\(write\\_file\\) |",
+		"| " + md("filesystem:"+out+":rw") + " | false |", "[policy.fs]", "user (read_env) -> greeting (template_render)",
 		"done (terminate): end", "Estimated sealed size", "an estimate, not a build", "No policy ceiling was given",
 		"## Warnings (`kiln check --strict`)\n\nNone.",
 	} {
 		if want == "greet the" {
 			want = "greet"
 		}
-		if !strings.Contains(md, want) {
-			t.Errorf("review lacks %q:\n%s", want, md)
+		if !strings.Contains(text, want) {
+			t.Errorf("review lacks %q:\n%s", want, text)
 		}
 	}
 	if r.Size.Bytes < 3<<20 || r.Size.Bytes > 4<<20 {
@@ -528,5 +528,49 @@ func TestExtract(t *testing.T) {
 		if got != tc.want || ok != tc.ok {
 			t.Errorf("Extract(%q) = %q, %v; want %q, %v", tc.in, got, ok, tc.want, tc.ok)
 		}
+	}
+}
+
+// Ids, names and patterns in the review come from the model: none of them
+// may start Markdown or HTML that hides or fakes part of the review.
+func TestReviewMarkdownIsInert(t *testing.T) {
+	out := t.TempDir()
+	wf := strings.ReplaceAll(greetTOML(out), `"save"`, `"<!-- x | y *z* `+"`"+`"`)
+	wf = strings.Replace(wf, `description = "write a greeting for $USER"`, `description = "fine\n## Policy\nNothing to see"`, 1)
+	be := &scripted{replies: []string{fenced(wf)}}
+	res, err := Draft(context.Background(), Options{Goal: "g\n## Policy\nall good", Client: be})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(res.Review.Markdown())
+	// Outside code blocks: one "## Policy" heading (kiln's), no raw "<",
+	// no unescaped "|" beyond a table row's own.
+	fence, headings := "", 0
+	for _, line := range strings.Split(text, "\n") {
+		if fence != "" {
+			if line == fence {
+				fence = ""
+			}
+			continue
+		}
+		if strings.HasPrefix(line, "```") {
+			fence = strings.TrimRight(line, "abcdefghijklmnopqrstuvwxyz")
+			continue
+		}
+		if line == "## Policy" {
+			headings++
+		}
+		if i := strings.Index(line, "<"); i >= 0 && (i == 0 || line[i-1] != '\\') {
+			t.Fatalf("raw '<' outside a code block: %q", line)
+		}
+		if strings.HasPrefix(line, "| ") && strings.Count(line, "|")-strings.Count(line, "\\|") != 4 {
+			t.Fatalf("model text split a table row: %q", line)
+		}
+	}
+	if headings != 1 {
+		t.Fatalf("%d '## Policy' headings outside code blocks\n%s", headings, text)
+	}
+	if !strings.Contains(text, "node \\<\\!\\-\\- x \\| y \\*z\\* \\`") {
+		t.Fatalf("the node id must appear escaped:\n%s", text)
 	}
 }

@@ -195,22 +195,22 @@ func graphText(wf *workflow.Workflow) (string, string) {
 func (r *Review) Markdown() []byte {
 	var b bytes.Buffer
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	p("# Review: draft %s (workflow %q)\n\n", r.Draft, r.Workflow)
+	p("# Review: draft %s (workflow %s)\n\n", md(r.Draft), md(r.Workflow))
 	p("This workflow was **drafted by an intelligence backend** from the goal below, in %d round(s), ", r.Rounds)
 	p("and has passed kiln's loader, validator and planner. Nothing in it has been run. ")
-	p("Read it and this summary before building and signing it (`kiln build %s -o BIN`).\n\n", r.Draft)
+	p("Read it and this summary before building and signing it (`kiln build DRAFT -o BIN`).\n\n")
 	p("Goal:\n\n%s\n", fence("text", r.Goal))
 	if r.Description != "" {
-		p("Description (the draft's own): %s\n\n", r.Description)
+		p("Description (the draft's own):\n\n%s\n", fence("text", r.Description))
 	}
 	p("## Graph\n\nEdges as text (`start NAME [source] -> node`, `from -[branch]-> to`; `end` marks a node with no way out).\n\n%s\n", fence("text", r.Graph))
 
 	p("## Capability families linked\n\n| family | build tag | needed by |\n| --- | --- | --- |\n")
 	for _, f := range r.Families {
-		p("| %s | `%s` | %s |\n", f.ID, f.Tag, cell(strings.Join(f.Why, "; ")))
+		p("| %s | %s | %s |\n", md(f.ID), md(f.Tag), md(strings.Join(f.Why, "; ")))
 	}
 	if r.Profile != "" {
-		p("\nAll within profile %q.\n", r.Profile)
+		p("\nAll within profile %s.\n", md(r.Profile))
 	}
 
 	p("\n## Effective needs\n\nWhat the sealed binary will ask of the machine it runs on (the same list `kiln needs` prints).\n\n")
@@ -219,7 +219,7 @@ func (r *Review) Markdown() []byte {
 	} else {
 		p("| need | optional | asked by |\n| --- | --- | --- |\n")
 		for _, n := range r.Needs.Needs {
-			p("| `%s` | %v | %s |\n", cell(n.ID), n.Optional, cell(strings.Join(n.Sources, ", ")))
+			p("| %s | %v | %s |\n", md(n.ID), n.Optional, md(strings.Join(n.Sources, ", ")))
 		}
 	}
 
@@ -230,13 +230,13 @@ func (r *Review) Markdown() []byte {
 		p("**No [policy] block: the workflow may do anything its nodes can.**\n\n")
 	}
 	if r.Ceiling != "" {
-		p("Policy ceiling %s: ", r.Ceiling)
+		p("Policy ceiling %s: ", md(r.Ceiling))
 		if len(r.BeyondConstraints) == 0 {
 			p("the policy is within it.\n\n")
 		} else {
 			p("the policy goes beyond it:\n\n")
 			for _, s := range r.BeyondConstraints {
-				p("- %s\n", s)
+				p("- %s\n", md(s))
 			}
 			p("\n")
 		}
@@ -246,7 +246,7 @@ func (r *Review) Markdown() []byte {
 	if len(r.Broad) > 0 {
 		p("Broad grants to look at:\n\n")
 		for _, s := range r.Broad {
-			p("- %s\n", s)
+			p("- %s\n", md(s))
 		}
 		p("\n")
 	}
@@ -258,7 +258,7 @@ func (r *Review) Markdown() []byte {
 		p("None.\n")
 	} else {
 		for _, w := range r.Warnings {
-			p("- `%s`: %s\n", w.Code, w.Message)
+			p("- %s: %s\n", md(w.Code), md(w.Message))
 		}
 	}
 	return b.Bytes()
@@ -276,8 +276,25 @@ func fence(info, text string) string {
 	return f + info + "\n" + text + f + "\n"
 }
 
-// cell makes text safe inside a Markdown table cell.
-func cell(s string) string {
-	s = strings.ReplaceAll(s, "|", "\\|")
-	return strings.ReplaceAll(s, "\n", " ")
+// md makes text that came from the model (ids, names, patterns, paths)
+// inert in Markdown: every ASCII punctuation character is backslash-
+// escaped, so no emphasis, link, code span, table cell or HTML comment
+// can start, and line breaks become spaces, so no heading or list can.
+// Without it a node id like "<!--" would hide the rest of the review.
+func md(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '\n' || r == '\r' || r == '\t':
+			b.WriteByte(' ')
+		case r < 0x20 || r == 0x7f || r == '\u2028' || r == '\u2029':
+			b.WriteRune('\uFFFD')
+		case r < 0x80 && strings.ContainsRune("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~", r):
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
