@@ -238,7 +238,7 @@ func childPaths(wf *workflow.Workflow) []string {
 
 // assetPaths lists the files wf declares that are read at load time:
 // the files its nodes' kinds declare (output schemas, prompt files),
-// input schemas and JWKS files.
+// input schemas, JWKS files and the [policy.rego] file.
 func assetPaths(wf *workflow.Workflow) []string {
 	var out []string
 	for i := range wf.Nodes {
@@ -253,6 +253,9 @@ func assetPaths(wf *workflow.Workflow) []string {
 		for _, name := range runtime.SortedKeys(wf.Auth.OIDC) {
 			out = append(out, wf.Auth.OIDC[name].JWKSFile)
 		}
+	}
+	if wf.Policy != nil && wf.Policy.Rego != nil {
+		out = append(out, wf.Policy.Rego.File) // embedded: the signed policy is the one enforced
 	}
 	return uniqueNonEmpty(out)
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	httpspec "github.com/kilnworks/kiln/capabilities/http/spec"
+	regocompile "github.com/kilnworks/kiln/capabilities/rego/compile"
 	"github.com/kilnworks/kiln/capabilities/spec"
 	"github.com/kilnworks/kiln/capabilities/spec/all"
 	"github.com/kilnworks/kiln/capabilities/spec/rules"
@@ -311,9 +312,9 @@ func (c *checker) checkPolicy() {
 	if p == nil {
 		return
 	}
-	if p.Rego != nil {
-		c.add("rego_unsupported", "[policy.rego]: kiln has no Rego evaluator; express the rule in the static allowlists")
-	}
+	// The rego family's spec checks the block's shape (checkFamilies);
+	// this compiles the Rego itself, as the family does at start-up.
+	c.issues = append(c.issues, regocompile.Check(c.wf, c.ctx)...)
 	bad := func(format string, args ...any) { c.add("invalid_policy", format, args...) }
 	lists := map[string][]string{}
 	if p.FS != nil {
