@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 )
@@ -57,7 +58,9 @@ func Interact[T any](ctx context.Context, c *Call, kind string, req any, perform
 		if t, ok := dv.(T); ok {
 			return t, err
 		}
-		if derr := json.Unmarshal(x, &out); derr != nil {
+		dec := json.NewDecoder(bytes.NewReader(x))
+		dec.UseNumber() // numbers inside typed answers stay exact, as recorded
+		if derr := dec.Decode(&out); derr != nil {
 			return out, c.Errorf(ClassTool, "replay: recorded %s answer does not fit: %v", kind, derr)
 		}
 	case T:

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -125,6 +126,16 @@ func Replay(ctx context.Context, p *runtime.Program, old *Tape) (*Result, error)
 		Sleep:    func(context.Context, time.Duration) error { return nil },
 		Observer: Observer(nil),
 	}
+	if pauses(p) {
+		// A pause saves a checkpoint: into a private directory that goes
+		// with the replay, so the replay leaves nothing behind.
+		dir, err := os.MkdirTemp("", "kiln-replay-*")
+		if err != nil {
+			return nil, fmt.Errorf("replay state directory: %v", err)
+		}
+		defer os.RemoveAll(dir)
+		e.StateDir = dir
+	}
 	rep := e.Run(runtime.WithOutside(ctx, rec), p, runtime.RunOptions{
 		Start: old.StartNode, Trigger: old.Trigger, ExecutionID: old.ExecutionID,
 	})
@@ -214,4 +225,14 @@ func unansweredAt(us []Unanswered, node string) *Unanswered {
 func anyString(v any) string {
 	s, _ := v.(string)
 	return s
+}
+
+// pauses reports whether p's top level can pause for approval.
+func pauses(p *runtime.Program) bool {
+	for _, n := range p.Workflow.Nodes {
+		if n.Type == "pause_for_approval" {
+			return true
+		}
+	}
+	return false
 }

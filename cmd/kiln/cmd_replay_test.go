@@ -1,0 +1,358 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/kilnworks/kiln/capabilities/llm/mock"
+	"github.com/kilnworks/kiln/runtime/cli"
+	"github.com/kilnworks/kiln/runtime/tape"
+)
+
+// copyExample copies examples/NAME (child workflows, prompts, schemas
+// included) into a temporary directory, replacing old with new in every
+// TOML file, and returns the copied workflow.toml.
+func copyExample(t *testing.T, name string, replace ...string) string {
+	t.Helper()
+	src := filepath.Join("..", "..", "examples", name)
+	dst := filepath.Join(t.TempDir(), name)
+	err := filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if strings.HasSuffix(path, ".toml") {
+			s := string(data)
+			for i := 0; i+1 < len(replace); i += 2 {
+				s = strings.ReplaceAll(s, replace[i], replace[i+1])
+			}
+			data = []byte(s)
+		}
+		return os.WriteFile(filepath.Join(dst, rel), data, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dst, "workflow.toml")
+}
+
+// edit writes a copy of the workflow wf with old replaced by new, next to
+// it (so its child workflows still resolve).
+func edit(t *testing.T, wf, old, new string) string {
+	t.Helper()
+	data, err := os.ReadFile(wf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), old) {
+		t.Fatalf("%s does not contain %q", wf, old)
+	}
+	out := filepath.Join(filepath.Dir(wf), "edited.toml")
+	if err := os.WriteFile(out, []byte(strings.Replace(string(data), old, new, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func writeJSON(t *testing.T, v any) string {
+	t.Helper()
+	data, _ := json.Marshal(v)
+	p := filepath.Join(t.TempDir(), "input.json")
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// record runs wf once with --record and returns the tape.
+func record(t *testing.T, wf string, args ...string) string {
+	t.Helper()
+	tp := filepath.Join(t.TempDir(), "tape.json")
+	code, stdout, stderr := runKiln(t, append([]string{"run", wf, "--quiet", "--record", tp}, args...)...)
+	if _, err := os.Stat(tp); err != nil {
+		t.Fatalf("no tape (exit %d)\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	return tp
+}
+
+// replayResult replays tp against against with --json.
+func replayResult(t *testing.T, tp, against string) (int, *tape.Result) {
+	t.Helper()
+	code, stdout, stderr := runKiln(t, "replay", tp, "--against", against, "--json")
+	var rep cli.ReplayReport
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || len(rep.Results) != 1 {
+		t.Fatalf("replay exit %d: %v\nstdout: %s\nstderr: %s", code, err, stdout, stderr)
+	}
+	return code, rep.Results[0]
+}
+
+func readTape(t *testing.T, tp string) *tape.Tape {
+	t.Helper()
+	tt, err := tape.Read(tp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tt
+}
+
+// statusServer answers like a health endpoint and echoes the
+// Authorization header it received; after stop() any request fails the
+// test (a replay must send nothing).
+func statusServer(t *testing.T) (url string, hits *atomic.Int64, stop func()) {
+	t.Helper()
+	var closed atomic.Bool
+	hits = &atomic.Int64{}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if closed.Load() {
+			t.Errorf("request during replay: %s %s", r.Method, r.URL)
+		}
+		hits.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"healthy": true, "auth": r.Header.Get("Authorization")})
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return "http://" + ln.Addr().String(), hits, func() { closed.Store(true) }
+}
+
+func startReplayMock(t *testing.T, script string) (*mock.Server, string) {
+	t.Helper()
+	s, err := mock.LoadScript(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "kr") // short: a unix socket path is limited
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "intel.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := mock.New(s)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); srv.ServeUnix(ctx, ln) }()
+	t.Cleanup(func() { cancel(); ln.Close(); <-done })
+	return srv, sock
+}
+
+// Every example that runs once without an outside service kiln tests
+// cannot provide records a tape that replays the same against the same
+// workflow.
+func TestReplayExamplesSame(t *testing.T) {
+	t.Setenv("USER", "alice")
+	_, sock := startReplayMock(t, "../../examples/classifier/intel-mock.toml")
+	statusURL, _, _ := statusServer(t)
+	cases := []struct {
+		name    string
+		replace []string
+		args    func(t *testing.T, dir string) []string
+		status  string
+	}{
+		{name: "hello", replace: []string{"/tmp/kiln-hello/", "OUT/"}, status: "completed",
+			args: func(t *testing.T, dir string) []string {
+				return []string{"--input", writeJSON(t, map[string]any{"output_path": filepath.Join(dir, "hello.txt")})}
+			}},
+		{name: "classifier", status: "completed", args: func(t *testing.T, dir string) []string {
+			return []string{"--intel-unix", sock, "--intel-route-all", "--preflight=warn",
+				"--input", writeJSON(t, map[string]any{"text": "The update broke my build again."})}
+		}},
+		{name: "fanout", status: "completed", args: func(t *testing.T, dir string) []string {
+			return []string{"--input", writeJSON(t, map[string]any{"items": []any{
+				map[string]any{"name": "a", "size": 3}, map[string]any{"name": "b", "size": 12}}})}
+		}},
+		{name: "nightly-report", replace: []string{"/var/tmp/kiln-report", "OUT"}, status: "completed",
+			args: func(t *testing.T, dir string) []string {
+				t.Setenv("REPORT_DIR", dir)
+				return []string{"--mode", "once"}
+			}},
+		{name: "approval", replace: []string{"/tmp/kiln-approval", "OUT"}, status: "paused",
+			args: func(t *testing.T, dir string) []string {
+				plan := filepath.Join(dir, "plan.txt")
+				os.WriteFile(plan, []byte("rotate the signing key\n"), 0o644)
+				return []string{"--state-dir", t.TempDir(), "--input",
+					writeJSON(t, map[string]any{"plan": plan, "target": filepath.Join(dir, "applied.txt")})}
+			}},
+		{name: "cron-poller", replace: []string{"https://status.example.com/**", statusURL + "/**"}, status: "completed",
+			args: func(t *testing.T, dir string) []string {
+				t.Setenv("STATUS_URL", statusURL+"/api/health")
+				t.Setenv("STATUS_TOKEN", "s3cr3t-status-token-value")
+				return []string{"--mode", "once"}
+			}},
+		{name: "webhook", args: func(t *testing.T, dir string) []string {
+			return []string{"--mode", "once", "--preflight=warn", "--input", writeJSON(t, map[string]any{"body": map[string]any{"action": "opened"}})}
+		}},
+		{name: "voice", args: func(t *testing.T, dir string) []string {
+			return []string{"--mode", "once", "--preflight=warn", "--input", writeJSON(t, map[string]any{"body": map[string]any{"text": "hi"}})}
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "out")
+			os.MkdirAll(out, 0o755)
+			for i := 1; i < len(c.replace); i += 2 {
+				c.replace[i] = strings.ReplaceAll(c.replace[i], "OUT", out)
+			}
+			wf := copyExample(t, c.name, c.replace...)
+			tp := record(t, wf, c.args(t, out)...)
+			tt := readTape(t, tp)
+			if c.status != "" && tt.Status != c.status {
+				t.Fatalf("recorded status %s, want %s: %s", tt.Status, c.status, tt.Detail)
+			}
+			code, res := replayResult(t, tp, wf)
+			if code != cli.ExitOK || !res.Same {
+				t.Fatalf("replay exit %d, result %+v, divergence %+v", code, res, res.Divergence)
+			}
+		})
+	}
+}
+
+// A replay answers every outside request from the tape: nothing reaches
+// the network (the server fails the test), no file is written (the output
+// directory is read-only and stays empty), the environment is the tape's.
+func TestReplayPerformsNothing(t *testing.T) {
+	t.Setenv("USER", "alice")
+	statusURL, hits, stop := statusServer(t)
+	t.Setenv("STATUS_URL", statusURL+"/api/health")
+	t.Setenv("STATUS_TOKEN", "s3cr3t-status-token-value")
+	out := t.TempDir()
+	hello := copyExample(t, "hello", "/tmp/kiln-hello/", out+"/")
+	target := filepath.Join(out, "hello.txt")
+	helloTape := record(t, hello, "--input", writeJSON(t, map[string]any{"output_path": target}))
+	poller := copyExample(t, "cron-poller", "https://status.example.com/**", statusURL+"/**")
+	pollerTape := record(t, poller, "--mode", "once")
+	if hits.Load() != 1 {
+		t.Fatalf("recording made %d requests, want 1", hits.Load())
+	}
+	if err := os.Remove(target); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(out, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(out, 0o755) })
+	stop()
+	t.Setenv("USER", "mallory")
+	t.Setenv("STATUS_URL", "http://127.0.0.1:9/elsewhere")
+
+	for _, c := range []struct{ tape, wf string }{{helloTape, hello}, {pollerTape, poller}} {
+		code, res := replayResult(t, c.tape, c.wf)
+		if code != cli.ExitOK || !res.Same {
+			t.Fatalf("replay of %s: exit %d, %+v", c.wf, code, res)
+		}
+	}
+	if hits.Load() != 1 {
+		t.Fatalf("the replay sent %d requests", hits.Load()-1)
+	}
+	if entries, _ := os.ReadDir(out); len(entries) != 0 {
+		t.Fatalf("the replay wrote %v", entries)
+	}
+}
+
+// A secret (a [[secrets]] entry the request header carries, and the server
+// echoes) never reaches the tape.
+func TestTapeHoldsNoSecret(t *testing.T) {
+	const secret = "s3cr3t-status-token-value"
+	statusURL, _, _ := statusServer(t)
+	t.Setenv("STATUS_URL", statusURL+"/api/health")
+	t.Setenv("STATUS_TOKEN", secret)
+	wf := copyExample(t, "cron-poller", "https://status.example.com/**", statusURL+"/**")
+	tp := record(t, wf, "--mode", "once")
+	data, err := os.ReadFile(tp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), secret) {
+		t.Fatalf("the tape holds the secret:\n%s", data)
+	}
+	if !strings.Contains(string(data), "[REDACTED]") || !strings.Contains(string(data), "{{secret:STATUS_TOKEN}}") {
+		t.Fatalf("the tape shows neither the redacted echo nor the header's placeholder:\n%s", data)
+	}
+}
+
+// A changed template, prompt or branch is reported as a divergence at the
+// node that changed, with the old and new values; a request the tape
+// cannot answer is reported, never sent.
+func TestReplayDivergence(t *testing.T) {
+	t.Setenv("USER", "alice")
+	srv, sock := startReplayMock(t, "../../examples/classifier/intel-mock.toml")
+	out := t.TempDir()
+	hello := copyExample(t, "hello", "/tmp/kiln-hello/", out+"/")
+	helloTape := record(t, hello, "--input", writeJSON(t, map[string]any{"output_path": filepath.Join(out, "hello.txt")}))
+	classifier := copyExample(t, "classifier")
+	clsTape := record(t, classifier, "--intel-unix", sock, "--intel-route-all", "--preflight=warn",
+		"--input", writeJSON(t, map[string]any{"text": "The update broke my build again."}))
+	calls := srv.Calls()
+
+	t.Run("template", func(t *testing.T) {
+		code, res := replayResult(t, helloTape, edit(t, hello, "Hello, {{value}}!", "Hi, {{value}}!"))
+		d := res.Divergence
+		if code != cli.ExitFailed || res.Same || d == nil || d.Node != "greeting" || d.What != "output" ||
+			!strings.Contains(toJSON(d.Old), "Hello, alice") || !strings.Contains(toJSON(d.New), "Hi, alice") {
+			t.Fatalf("exit %d, %+v", code, res)
+		}
+		// The write of the new content is not on the tape: reported, not performed.
+		if len(res.Unanswered) != 1 || res.Unanswered[0].Node != "save" || res.Unanswered[0].Kind != "fs.write" {
+			t.Fatalf("unanswered = %+v", res.Unanswered)
+		}
+	})
+	t.Run("prompt", func(t *testing.T) {
+		wf := edit(t, classifier, "Classify the sentiment", "Please classify the sentiment")
+		code, res := replayResult(t, clsTape, wf)
+		d := res.Divergence
+		if code != cli.ExitFailed || d == nil || d.What != "request" || d.Node != "classify" ||
+			len(res.Unanswered) != 1 || res.Unanswered[0].Kind != "llm.complete" ||
+			!strings.Contains(string(res.Unanswered[0].Request), "Please classify") ||
+			!strings.Contains(string(res.Unanswered[0].Recorded), "Classify the sentiment") {
+			t.Fatalf("exit %d, %+v", code, res)
+		}
+	})
+	t.Run("branch", func(t *testing.T) {
+		wf := edit(t, classifier, `expr = "classify.parsed.label"`, `expr = "classify.parsed.confidence"`)
+		code, res := replayResult(t, clsTape, wf)
+		d := res.Divergence
+		if code != cli.ExitFailed || d == nil || d.Node != "route" || d.What != "branch" || d.Old != "negative" {
+			t.Fatalf("exit %d, %+v", code, res)
+		}
+	})
+	if srv.Calls() != calls {
+		t.Fatalf("replays reached the intelligence backend (%d calls)", srv.Calls()-calls)
+	}
+}
+
+func toJSON(v any) string {
+	data, _ := json.Marshal(v)
+	return string(data)
+}
+
+// An unreadable tape is exit 2; a record of an older kiln is not a tape.
+func TestReplayUnreadable(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte(`{"workflow": "hello", "status": "completed"}`), 0o644)
+	code, _, stderr := runKiln(t, "replay", bad, "--against", "../../examples/hello/workflow.toml")
+	if code != cli.ExitUsage || !strings.Contains(stderr, "not a kiln tape") {
+		t.Fatalf("exit %d, stderr %s", code, stderr)
+	}
+}
