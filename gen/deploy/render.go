@@ -20,8 +20,22 @@ type File struct {
 }
 
 var funcs = template.FuncMap{
-	"q":   quote,
-	"sdq": sdQuote,
+	"q":      quote,
+	"sdq":    sdQuote,
+	"indent": indent,
+}
+
+// indent prefixes every line of s with n spaces (s starts with a newline,
+// as a rendered sub-template does, which is dropped).
+func indent(n int, s string) string {
+	pad := strings.Repeat(" ", n)
+	lines := strings.Split(strings.TrimPrefix(s, "\n"), "\n")
+	for i, l := range lines {
+		if l != "" {
+			lines[i] = pad + l
+		}
+	}
+	return strings.Join(lines, "\n")
 }
 
 // quote renders s as a JSON string: valid YAML whatever s holds.
@@ -49,12 +63,18 @@ func sdQuote(s string) string {
 }
 
 func render(name string, data any) ([]byte, error) {
+	return renderPart(name, name, data)
+}
+
+// renderPart executes the template part (a file or one of its defines)
+// of the template file name.
+func renderPart(name, part string, data any) ([]byte, error) {
 	t, err := template.New(name).Funcs(funcs).Option("missingkey=error").ParseFS(templates.Deploy, "deploy/"+name)
 	if err != nil {
 		return nil, err
 	}
 	var buf bytes.Buffer
-	if err := t.ExecuteTemplate(&buf, name, data); err != nil {
+	if err := t.ExecuteTemplate(&buf, part, data); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
@@ -69,6 +89,8 @@ type k8sView struct {
 	Volumes  []volume
 	HostList string
 	Jobs     []k8sJob
+	// PodYAML is the rendered pod spec of this workload.
+	PodYAML string
 }
 
 type k8sJob struct {
@@ -111,8 +133,18 @@ func K8s(sp *Spec, image string, cilium bool) ([]File, error) {
 		if len(sp.Schedules) > 1 {
 			j.JobName = fmt.Sprintf("%s-%d", sp.Name, i+1)
 		}
+		pod, err := renderPart("k8s.yaml.tmpl", "pod", j.k8sView)
+		if err != nil {
+			return nil, err
+		}
+		j.PodYAML = string(pod)
 		v.Jobs = append(v.Jobs, j)
 	}
+	pod, err := renderPart("k8s.yaml.tmpl", "pod", v)
+	if err != nil {
+		return nil, err
+	}
+	v.PodYAML = string(pod)
 	data, err := render("k8s.yaml.tmpl", v)
 	if err != nil {
 		return nil, err
@@ -151,7 +183,7 @@ type sdView struct {
 	// /tmp and /var/tmp; TmpPaths those inside, which PrivateTmp already
 	// gives the unit as private, writable directories.
 	SDWritePaths, SDReadPaths, TmpPaths []string
-	Schedule        Schedule
+	Schedule                            Schedule
 }
 
 func inTmp(p string) bool {
