@@ -430,7 +430,7 @@ func TestReviewListsNeedsAndFamilies(t *testing.T) {
 	}
 	text := string(r.Markdown())
 	for _, want := range []string{
-		"drafted by an intelligence backend", "greet the", "| fs | kiln\\_fs | node save \\(write\\_file\\) |",
+		"drafted by an intelligence backend", "greet the", "| fs | kiln\\_fs | node save (write\\_file) |",
 		"| " + md("filesystem:"+out+":rw") + " | false |", "[policy.fs]", "user (read_env) -> greeting (template_render)",
 		"done (terminate): end", "Estimated sealed size", "an estimate, not a build", "No policy ceiling was given",
 		"## Warnings (`kiln check --strict`)\n\nNone.",
@@ -570,7 +570,7 @@ func TestReviewMarkdownIsInert(t *testing.T) {
 	if headings != 1 {
 		t.Fatalf("%d '## Policy' headings outside code blocks\n%s", headings, text)
 	}
-	if !strings.Contains(text, "node \\<\\!\\-\\- x \\| y \\*z\\* \\`") {
+	if !strings.Contains(text, "node \\<\\!-- x \\| y \\*z\\* \\`") {
 		t.Fatalf("the node id must appear escaped:\n%s", text)
 	}
 }

@@ -276,11 +276,16 @@ func fence(info, text string) string {
 	return f + info + "\n" + text + f + "\n"
 }
 
+// mdSpecial are the characters that can start Markdown (and GitHub's
+// extensions): code spans, emphasis, links and images, HTML and entities,
+// table cells, headings, strikethrough, math.
+const mdSpecial = "\\`*_[]<>|&#~$!"
+
 // md makes text that came from the model (ids, names, patterns, paths)
-// inert in Markdown: every ASCII punctuation character is backslash-
-// escaped, so no emphasis, link, code span, table cell or HTML comment
-// can start, and line breaks become spaces, so no heading or list can.
-// Without it a node id like "<!--" would hide the rest of the review.
+// inert in Markdown: each special character is backslash-escaped, so no
+// emphasis, link, code span, table cell or HTML comment can start, and
+// line breaks become spaces, so no heading or list can. Without it a node
+// id like "<!--" would hide the rest of the review.
 func md(s string) string {
 	var b strings.Builder
 	for _, r := range s {
@@ -289,7 +294,7 @@ func md(s string) string {
 			b.WriteByte(' ')
 		case r < 0x20 || r == 0x7f || r == '\u2028' || r == '\u2029':
 			b.WriteRune('\uFFFD')
-		case r < 0x80 && strings.ContainsRune("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~", r):
+		case strings.ContainsRune(mdSpecial, r):
 			b.WriteByte('\\')
 			b.WriteRune(r)
 		default:
