@@ -17,6 +17,7 @@ import (
 
 	"github.com/kilnworks/kiln/capabilities/llm/intel"
 	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
 // The node kinds of this family. A pruned build registers only those its
@@ -42,6 +43,10 @@ func init() {
 func complete(ctx context.Context, c *runtime.Call, backend string, msgs []intel.Message, maxTokens int) (*intel.Response, error) {
 	if err := c.Run.CheckTokens(); err != nil {
 		return nil, onNode(c, err)
+	}
+	// No static allowlist governs intelligence calls; [policy.rego] may.
+	if err := c.Run.Policy().LLMInfer(backend, backendModel(c.Run.Program.Workflow, backend)); err != nil {
+		return nil, err
 	}
 	// The backend name is the wire's logical model name; providers send
 	// their configured model instead.
@@ -75,6 +80,19 @@ func complete(ctx context.Context, c *runtime.Call, backend string, msgs []intel
 		return resp, onNode(c, err)
 	}
 	return resp, nil
+}
+
+// backendModel is the model a named [[intelligence.backends]] entry sends
+// ("" for the default backend, whose transport picks it).
+func backendModel(wf *workflow.Workflow, backend string) string {
+	if wf.Intelligence != nil {
+		for _, b := range wf.Intelligence.Backends {
+			if b.Name == backend {
+				return b.Model
+			}
+		}
+	}
+	return ""
 }
 
 const configureHint = "pass --intel-unix PATH or --intel-http URL (or set KILN_INTEL_UNIX / KILN_INTEL_HTTP), or declare the backend in [[intelligence.backends]]"

@@ -77,7 +77,7 @@ func prepare(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) {
 			return runtime.Result{}, c.Errorf(runtime.ClassTool, "command %s cannot be resolved: %v", c.Node.Command, errors.Unwrap(err))
 		}
 		pol := c.Run.Policy()
-		resolved, root, err := pol.ShellTarget(resolved)
+		resolved, root, err := pol.ShellTarget(resolved, args...)
 		if err != nil {
 			return runtime.Result{}, err
 		}
@@ -88,7 +88,7 @@ func prepare(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) {
 		// its tape and spawns nothing.
 		req := map[string]any{"command": c.Node.Command, "args": args}
 		return runtime.Interact(ctx, c, "shell.run", req, func() (runtime.Result, error) {
-			exe, err := openCommand(pol, resolved, root)
+			exe, err := openCommand(pol, resolved, root, args)
 			if err != nil {
 				if policy.IsDenial(err) {
 					return runtime.Result{}, err
@@ -135,7 +135,7 @@ func argsOf(c *runtime.Call) ([]string, error) {
 // for a symlink after the check cannot change the file that runs. (An
 // fstat comparison with the checked inode would not do: exec by name
 // resolves the path again after the comparison.)
-func openCommand(pol *policy.Policy, resolved, root string) (*os.File, error) {
+func openCommand(pol *policy.Policy, resolved, root string, args []string) (*os.File, error) {
 	rootfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
@@ -155,7 +155,7 @@ func openCommand(pol *policy.Policy, resolved, root string) (*os.File, error) {
 	exe := os.NewFile(uintptr(fd), resolved)
 	real, err := beneath.Path(fd)
 	if err == nil {
-		err = pol.ShellConfirm(real)
+		err = pol.ShellConfirm(real, args...)
 	}
 	var st unix.Stat_t
 	if err == nil {
