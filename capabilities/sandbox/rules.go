@@ -11,6 +11,7 @@ import (
 
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 
+	"github.com/kilnworks/kiln/capabilities/internal/wfpath"
 	"github.com/kilnworks/kiln/runtime/confine"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
@@ -79,6 +80,25 @@ func derive(req confine.Request, getenv func(string) string) *plan {
 		if pol == nil {
 			continue // confine.Plan/Apply refuse to confine such a tree
 		}
+		// Files the workflow declares are relative to its folder first.
+		dir := ""
+		if w.Source != "" {
+			dir = filepath.Dir(w.Source)
+		}
+		declared := func(path, why string) {
+			if path != "" {
+				p.file(wfpath.Resolve(dir, path), rRead, why, false)
+			}
+		}
+		// TLS material is read again on SIGHUP (and the server's when
+		// serve mode starts listening, after confinement).
+		if sv := w.Server; sv != nil && sv.TLS != nil {
+			declared(sv.TLS.CertFile, "[server.tls] cert_file")
+			declared(sv.TLS.KeyFile, "[server.tls] key_file")
+			if ca := sv.TLS.ClientAuth; ca != nil {
+				declared(ca.CAFile, "[server.tls.client_auth] ca_file")
+			}
+		}
 		if fs := pol.FS; fs != nil {
 			read := uint64(rRead)
 			if len(fs.List) == 0 {
@@ -109,6 +129,11 @@ func derive(req confine.Request, getenv func(string) string) *plan {
 				p.command(s.Command[0], "mcp_servers "+s.Name)
 			case s.URL != "":
 				p.url(s.URL, "mcp_servers "+s.Name)
+				if t := s.TLS; t != nil {
+					declared(t.CertFile, "mcp_servers "+s.Name+" tls.cert_file")
+					declared(t.KeyFile, "mcp_servers "+s.Name+" tls.key_file")
+					declared(t.CAFile, "mcp_servers "+s.Name+" tls.ca_file")
+				}
 				if s.Auth != nil {
 					for _, h := range s.Auth.Hosts {
 						p.url("https://"+h+"/", "mcp_servers "+s.Name+" auth.hosts")
@@ -128,7 +153,7 @@ func derive(req confine.Request, getenv func(string) string) *plan {
 		for _, s := range w.Secrets {
 			switch s.Source {
 			case "file":
-				p.file(s.Path, rRead, "secret "+s.Name, false)
+				declared(s.Path, "secret "+s.Name)
 			case "command":
 				if len(s.Argv) > 0 {
 					children = true
