@@ -17,6 +17,7 @@ import (
 
 	"github.com/kilnworks/kiln/gen"
 	"github.com/kilnworks/kiln/runtime/cli"
+	"github.com/kilnworks/kiln/runtime/testtool"
 )
 
 // draftGreetTOML is a valid workflow: read USER, write a greeting under out.
@@ -350,4 +351,25 @@ func readFile(t *testing.T, p string) string {
 		t.Fatal(err)
 	}
 	return string(data)
+}
+
+// The walk-through of docs/goal-mode.md: its scripted turns give a first
+// draft kiln rejects and a repair it accepts under the example's profile
+// and policy ceiling.
+func TestDraftGoalModeExample(t *testing.T) {
+	ex := filepath.Join(testtool.RepoRoot(t), "examples", "goal-mode")
+	turns, err := os.ReadFile(filepath.Join(ex, "turns.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf := filepath.Join(t.TempDir(), "status.toml")
+	code, _, stderr, _ := draftWithMock(t, string(turns),
+		"--goal", "Every time it runs, fetch https://status.example.com/api/status.json and write its status field to /var/lib/kiln-status/status.txt",
+		"--profile", filepath.Join(ex, "profile.toml"), "--policy-ceiling", filepath.Join(ex, "ceiling.toml"), "-o", wf)
+	if code != cli.ExitOK || !strings.Contains(stderr, "round 1: 1 issue(s), first unknown_node_type") || !strings.Contains(stderr, "after 2 round(s)") {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	if _, err := gen.Load(wf, gen.LoadOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
