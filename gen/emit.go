@@ -17,6 +17,7 @@ import (
 	"github.com/dave/jennifer/jen"
 
 	"github.com/kilnworks/kiln/capabilities/catalog"
+	"github.com/kilnworks/kiln/gen/graph"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/manifest"
 	"github.com/kilnworks/kiln/runtime/workflow"
@@ -182,6 +183,7 @@ func safeBase(p string) string {
 
 func (e *emitter) mainFile() error {
 	f := e.newFile()
+	e.graphDoc(f)
 	call := jen.Qual(sealedPkg, "Main").Call(jen.Id("Workflow"), jen.Index().Byte().Parens(jen.Id("ManifestBlob")))
 	if e.pkg == "main" {
 		f.Comment("main runs the sealed workflow: see `" + binName(e.plan) + " -h`.")
@@ -194,6 +196,54 @@ func (e *emitter) mainFile() error {
 }
 
 func binName(p *Plan) string { return sanitizeName(p.Workflow.Name) }
+
+// graphDoc writes the package doc comment: what the package is and its
+// workflow as a Mermaid graph (docs/graph.md), so `go doc` of a sealed
+// program shows its workflow. The graph escapes user text and holds no
+// line break, so it cannot end the comment.
+func (e *emitter) graphDoc(f *jen.File) {
+	name := fmt.Sprintf("%q", e.plan.Workflow.Name)
+	if e.pkg == "main" {
+		f.PackageComment(fmt.Sprintf("Command %s runs the sealed kiln workflow %s.", binName(e.plan), name))
+	} else {
+		f.PackageComment(fmt.Sprintf("Package %s holds the sealed kiln workflow %s; call Main.", e.pkg, name))
+	}
+	g, err := graph.Build(e.plan.Workflow, graph.Options{DeadEnds: GraphDeadEnds})
+	if err != nil {
+		return // an unvalidated workflow the graph cannot draw: no drawing
+	}
+	f.PackageComment("")
+	f.PackageComment("The workflow (Mermaid, as `kiln graph` draws it):")
+	f.PackageComment("")
+	for _, line := range strings.Split(strings.TrimSuffix(g.Mermaid(), "\n"), "\n") {
+		f.PackageComment("//\t" + line)
+	}
+}
+
+// GraphDeadEnds is the lint's dead-end analysis of one workflow (its
+// children are drawn with their own) in the shape the graph marks nodes
+// with: node id to reason. A warning names its node only in its message,
+// as lintOne writes it: WHERE: NODE LABEL: reason.
+func GraphDeadEnds(w *workflow.Workflow) map[string]string {
+	warnings := lintOne(w)
+	where := fmt.Sprintf("workflow %q", w.Name)
+	if w.Source != "" {
+		where = w.Source
+	}
+	out := map[string]string{}
+	for i := range w.Nodes {
+		prefix := where + ": " + nodeLabel(&w.Nodes[i]) + ": "
+		for _, wr := range warnings {
+			if reason, ok := strings.CutPrefix(wr.Message, prefix); ok {
+				if prev := out[w.Nodes[i].ID]; prev != "" {
+					reason = prev + "; " + reason
+				}
+				out[w.Nodes[i].ID] = reason
+			}
+		}
+	}
+	return out
+}
 
 func (e *emitter) workflowFile() error {
 	f := e.newFile()

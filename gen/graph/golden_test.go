@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/kilnworks/kiln/gen"
@@ -76,8 +77,8 @@ func golden(t *testing.T, name string, got []byte) {
 func TestGoldens(t *testing.T) {
 	for name, wf := range examples(t) {
 		t.Run(name, func(t *testing.T) {
-			m1, d1, s1 := render(t, wf, graph.Options{})
-			m2, d2, s2 := render(t, wf, graph.Options{})
+			m1, d1, s1 := render(t, wf, graph.Options{DeadEnds: gen.GraphDeadEnds})
+			m2, d2, s2 := render(t, wf, graph.Options{DeadEnds: gen.GraphDeadEnds})
 			if m1 != m2 || d1 != d2 || !bytes.Equal(s1, s2) {
 				t.Fatal("two drawings of the same workflow differ")
 			}
@@ -131,6 +132,73 @@ func wellFormed(t *testing.T, doc []byte) {
 				return
 			}
 			t.Fatalf("not well-formed XML: %v", err)
+		}
+	}
+}
+
+// TestLintDeadEnds: kiln graph marks exactly the nodes `kiln check`'s
+// lint warns about (gen.GraphDeadEnds reads gen.Lint's warnings).
+func TestLintDeadEnds(t *testing.T) {
+	dir := t.TempDir()
+	src := `name = "deadends"
+
+[[start_nodes]]
+name = "main"
+source = "manual"
+
+[[nodes]]
+id = "is_big"
+type = "condition"
+expr = "trigger.big"
+
+[[nodes]]
+id = "route"
+type = "switch"
+expr = "trigger.kind"
+
+[[nodes]]
+id = "done"
+type = "terminate"
+
+[[edges]]
+from = "is_big"
+to = "route"
+when = "true"
+
+[[edges]]
+from = "route"
+to = "done"
+when = "a"
+`
+	path := filepath.Join(dir, "workflow.toml")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wf, err := gen.Load(path, gen.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	warnings := gen.Lint(wf)
+	marks := gen.GraphDeadEnds(wf)
+	if len(warnings) != 2 || len(marks) != 2 || marks["is_big"] == "" || marks["route"] == "" || marks["done"] != "" {
+		t.Fatalf("lint warnings %v, graph marks %v: want is_big and route marked", warnings, marks)
+	}
+	g, err := graph.Build(wf, graph.Options{DeadEnds: gen.GraphDeadEnds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(g.Mermaid(), "can dead-end"); n != 2 {
+		t.Errorf("mermaid marks %d nodes, want 2", n)
+	}
+	for name, wf := range examples(t) {
+		total := 0
+		for _, w := range workflow.Tree(wf) {
+			for _, reason := range gen.GraphDeadEnds(w) {
+				total += strings.Count(reason, "; ") + 1
+			}
+		}
+		if want := len(gen.Lint(wf)); total != want {
+			t.Errorf("%s: graph marks carry %d findings, lint has %d", name, total, want)
 		}
 	}
 }

@@ -14,18 +14,20 @@ var mermaidShape = map[Category][2]string{
 	Control:      {"{", "}"},   // rhombus
 }
 
-// Mermaid styles, one class per category and per mark.
-const mermaidClasses = `  classDef input fill:#e8f1fb,stroke:#3a6ea5
-  classDef transform fill:#eef7ee,stroke:#4a8a4a
-  classDef intelligence fill:#f4ecfa,stroke:#7a4fa0
-  classDef action fill:#fdf1e4,stroke:#b8732e
-  classDef control fill:#f2f2f2,stroke:#555
-  classDef entry fill:#fff,stroke:#333,stroke-dasharray:2 2
-  classDef child fill:#fff,stroke:#888,stroke-dasharray:4 3
-  classDef deadend stroke:#c62828,stroke-width:2px,stroke-dasharray:5 3
-  classDef visited stroke:#1565c0,stroke-width:3px
-  classDef failed fill:#fde0e0,stroke:#c62828,stroke-width:3px
-`
+// mermaidStyle is the style of each class: one per category and per
+// mark. Only the classes a drawing uses are defined in it.
+var mermaidStyle = map[string]string{
+	string(Input):        "fill:#e8f1fb,stroke:#3a6ea5",
+	string(Transform):    "fill:#eef7ee,stroke:#4a8a4a",
+	string(Intelligence): "fill:#f4ecfa,stroke:#7a4fa0",
+	string(Action):       "fill:#fdf1e4,stroke:#b8732e",
+	string(Control):      "fill:#f2f2f2,stroke:#555",
+	"entry":              "fill:#fff,stroke:#333,stroke-dasharray:2 2",
+	"child":              "fill:#fff,stroke:#888,stroke-dasharray:4 3",
+	"deadend":            "stroke:#c62828,stroke-width:2px,stroke-dasharray:5 3",
+	"visited":            "stroke:#1565c0,stroke-width:3px",
+	"failed":             "fill:#fde0e0,stroke:#c62828,stroke-width:3px",
+}
 
 // Mermaid renders the graph as a Mermaid flowchart (the format code hosts
 // render in Markdown). Identifiers are generated (n0, n1, ...); user text
@@ -41,10 +43,14 @@ func (g *Graph) Mermaid() string {
 	m.cluster(g.Root, 1)
 	for _, e := range g.Root.Entries {
 		if e.To != nil {
-			m.link(fmt.Sprintf("e%d --> n%d", e.num, e.To.num), false)
+			m.link(1, fmt.Sprintf("e%d --> n%d", e.num, e.To.num), false)
 		}
 	}
-	m.b.WriteString(mermaidClasses)
+	for _, class := range mermaidClassOrder {
+		if len(m.classes[class]) > 0 {
+			m.line(1, "classDef "+class+" "+mermaidStyle[class])
+		}
+	}
 	for _, class := range mermaidClassOrder {
 		if ids := m.classes[class]; len(ids) > 0 {
 			m.line(1, "class "+strings.Join(ids, ",")+" "+class)
@@ -81,12 +87,12 @@ func (m *mermaidWriter) class(name, id string) {
 	m.classes[name] = append(m.classes[name], id)
 }
 
-func (m *mermaidWriter) link(s string, taken bool) {
+func (m *mermaidWriter) link(indent int, s string, taken bool) {
 	if taken {
 		m.taken = append(m.taken, fmt.Sprint(m.links))
 	}
 	m.links++
-	m.line(1, s)
+	m.line(indent, s)
 }
 
 func (m *mermaidWriter) cluster(c *Cluster, indent int) {
@@ -127,7 +133,7 @@ func (m *mermaidWriter) cluster(c *Cluster, indent int) {
 		if label != "" {
 			arrow += `|"` + mermaidText(label) + `"|`
 		}
-		m.link(fmt.Sprintf("n%d %s n%d", e.From.num, arrow, e.To.num), e.Taken)
+		m.link(indent, fmt.Sprintf("n%d %s n%d", e.From.num, arrow, e.To.num), e.Taken)
 	}
 	for _, n := range c.Nodes {
 		for i, ch := range n.Children {
@@ -138,7 +144,7 @@ func (m *mermaidWriter) cluster(c *Cluster, indent int) {
 			case ch.Cluster != nil:
 				to = fmt.Sprintf("c%d", ch.Cluster.num)
 			}
-			m.link(fmt.Sprintf(`n%d -.-o|"%s"| %s`, n.num, mermaidText(ch.Label), to), false)
+			m.link(indent, fmt.Sprintf(`n%d -.-o|"%s"| %s`, n.num, mermaidText(ch.Label), to), false)
 		}
 	}
 }

@@ -8,6 +8,30 @@
 //   ec245465dd3f008a8e2049b557b85bcdb7e5264d10b97fabcf4ff32d65e105ec schema schemas/out.json
 //   a85d7e9101a0f58cd6b075e3653bf667d84d8a1422f18ad4ec3694dd78aadcce child sub/child.toml
 
+// Command full runs the sealed kiln workflow "full".
+//
+// The workflow (Mermaid, as `kiln graph` draws it):
+//
+//	%% workflow "full" (kiln graph)
+//	flowchart TD
+//	  e0(["start main<br/>POST /hooks/{id}<br/>cron 0 */5 * * * *"])
+//	  n0{{"infer<br/>llm_infer"}}
+//	  n1{"kid<br/>call"}
+//	  n2{"end<br/>terminate"}
+//	  subgraph c1["child (sub/child.toml)"]
+//	    n3{{"out<br/>llm_infer"}}
+//	    n4{"end<br/>terminate"}
+//	    n3 --> n4
+//	  end
+//	  n0 -.->|"true · loop ≤3"| n2
+//	  n1 -.-o|"calls"| n3
+//	  e0 --> n0
+//	  classDef entry fill:#fff,stroke:#333,stroke-dasharray:2 2
+//	  classDef intelligence fill:#f4ecfa,stroke:#7a4fa0
+//	  classDef control fill:#f2f2f2,stroke:#555
+//	  class e0 entry
+//	  class n0,n3 intelligence
+//	  class n1,n2,n4 control
 package main
 
 import "github.com/kilnworks/kiln/runtime/sealed"

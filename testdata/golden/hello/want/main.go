@@ -3,6 +3,31 @@
 // Workflow "hello"; inputs (sha256):
 //   92b0dac4bb76f9a939a2b1d1b7477c6675da97a329d5162d2f0bef4f7f2fdc07 workflow workflow.toml
 
+// Command hello runs the sealed kiln workflow "hello".
+//
+// The workflow (Mermaid, as `kiln graph` draws it):
+//
+//	%% workflow "hello" (kiln graph)
+//	flowchart TD
+//	  e0(["start main<br/>manual"])
+//	  n0[/"user<br/>read_env"/]
+//	  n1("greeting<br/>template_render")
+//	  n2["save<br/>write_file"]
+//	  n3{"done<br/>terminate"}
+//	  n0 --> n1
+//	  n1 --> n2
+//	  n2 --> n3
+//	  e0 --> n0
+//	  classDef entry fill:#fff,stroke:#333,stroke-dasharray:2 2
+//	  classDef input fill:#e8f1fb,stroke:#3a6ea5
+//	  classDef transform fill:#eef7ee,stroke:#4a8a4a
+//	  classDef action fill:#fdf1e4,stroke:#b8732e
+//	  classDef control fill:#f2f2f2,stroke:#555
+//	  class e0 entry
+//	  class n0 input
+//	  class n1 transform
+//	  class n2 action
+//	  class n3 control
 package main
 
 import "github.com/kilnworks/kiln/runtime/sealed"
