@@ -169,6 +169,8 @@ func (p *Pool) dial(ctx context.Context, s Server) (*conn, error) {
 		c.close()
 		return nil, fmt.Errorf("start: %v", err)
 	}
+	// Pinning the newest initialize-era version keeps mcp-go from probing
+	// for the 2026-07-28 protocol (see dialHTTP for why kiln stays there).
 	res, err := c.client.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
 		ProtocolVersion: mcp.LATEST_LEGACY_PROTOCOL_VERSION,
 		ClientInfo:      mcp.Implementation{Name: "kiln", Version: "1"},
@@ -237,8 +239,8 @@ func (p *Pool) spawn(s Server) (*conn, error) {
 		c.markDead()
 	}()
 	// Legacy protocol, as for HTTP (see dialHTTP): resources/subscribe is
-	// what stdio servers implement.
-	c.client = client.NewClient(transport.NewIO(outR, inW, nil), client.WithLegacyProtocolOnly())
+	// what stdio servers implement. dial pins it in the initialize request.
+	c.client = client.NewClient(transport.NewIO(outR, inW, nil))
 	p.auditInfo("mcp.server.started", "server", s.Name, "transport", "stdio", "pid", cmd.Process.Pid)
 	return c, nil
 }
@@ -246,7 +248,8 @@ func (p *Pool) spawn(s Server) (*conn, error) {
 // dialHTTP connects to a streamable HTTP server.
 //
 // The connection is pinned to the legacy protocol (initialize handshake,
-// 2025-11-25) with the standalone GET stream open. Under the modern
+// 2025-11-25: dial asks for it, and continuous listening rules the modern
+// one out in mcp-go) with the standalone GET stream open. Under the modern
 // protocol (2026-07-28) servers drop sessions and answer the GET stream
 // with 405, so notifications only flow through subscriptions/listen, which
 // is new in mcp-go v1.2.1, unreliable in its HTTP transport and not spoken
@@ -269,7 +272,7 @@ func (p *Pool) dialHTTP(s Server) (*conn, error) {
 	if base != httpTransport {
 		c.ownTransport, _ = base.(interface{ CloseIdleConnections() })
 	}
-	c.client = client.NewClient(tr, client.WithLegacyProtocolOnly())
+	c.client = client.NewClient(tr)
 	p.auditInfo("mcp.server.started", "server", s.Name, "transport", "http", "url", s.URL)
 	return c, nil
 }
@@ -350,3 +353,31 @@ func (t *tail) lastLine() string {
 }
 
 var _ io.Writer = (*tail)(nil)
+
+// pings numbers keep-alive pings. String IDs never collide with the
+// client's own numeric request IDs on the shared transport.
+var pings atomic.Uint64
+
+// ping sends the ping request of the initialize-era protocol every
+// connection is pinned to (dial), through the transport. mcp-go's
+// Client.Ping is deprecated: on a 2026-07-28 connection it succeeds
+// without sending anything, so a keep-alive built on it would stop
+// noticing lost sessions and hung servers without a word. Should a
+// connection ever negotiate that protocol, ping fails loudly instead.
+func (c *conn) ping(ctx context.Context) error {
+	if v := c.client.ProtocolVersion(); mcp.IsModernProtocol(v) {
+		return fmt.Errorf("protocol %s has no ping request; kiln's MCP connections use the initialize handshake", v)
+	}
+	resp, err := c.client.GetTransport().SendRequest(ctx, transport.JSONRPCRequest{
+		JSONRPC: mcp.JSONRPC_VERSION,
+		ID:      mcp.NewRequestId(fmt.Sprintf("kiln-ping-%d", pings.Add(1))),
+		Method:  string(mcp.MethodPing),
+	})
+	if err != nil {
+		return transport.NewError(err) // Pool.lost: the connection is gone
+	}
+	if resp.Error != nil {
+		return resp.Error.AsError()
+	}
+	return nil
+}

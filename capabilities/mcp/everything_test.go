@@ -16,6 +16,7 @@ import (
 	"github.com/kilnworks/kiln/capabilities/internal/fire/firetest"
 	kmcp "github.com/kilnworks/kiln/capabilities/mcp"
 	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/runtime/testtool"
 )
 
 // everythingScript finds the official reference server that `make tools`
@@ -24,31 +25,10 @@ import (
 // instead when CI=true.
 func everythingScript(t *testing.T) (node, script string) {
 	t.Helper()
-	missing := t.Skipf
-	if os.Getenv("CI") == "true" {
-		missing = t.Fatalf
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		missing("SKIP interop with @modelcontextprotocol/server-everything: node is not installed")
-	}
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("repository root (go.mod) not found")
-		}
-		dir = parent
-	}
-	script = filepath.Join(dir, ".cache", "npm", "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
+	node = testtool.Command(t, "node")
+	script = filepath.Join(testtool.RepoRoot(t), ".cache", "npm", "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
 	if _, err := os.Stat(script); err != nil {
-		missing("SKIP interop with @modelcontextprotocol/server-everything: %s is not installed (run `make tools`)", script)
+		testtool.Missing(t, "interop with @modelcontextprotocol/server-everything: %s is not installed (run `make tools`)", script)
 	}
 	return node, script
 }

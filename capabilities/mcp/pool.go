@@ -230,7 +230,7 @@ func (p *Pool) Capabilities(ctx context.Context, server string) (mcp.ServerCapab
 
 // Ping checks that the server answers; a lost connection is restarted.
 func (p *Pool) Ping(ctx context.Context, server string) error {
-	return p.do(ctx, server, "ping", true, func(ctx context.Context, c *conn) error { return c.client.Ping(ctx) })
+	return p.do(ctx, server, "ping", true, func(ctx context.Context, c *conn) error { return c.ping(ctx) })
 }
 
 // Start starts a server now instead of on first use.
