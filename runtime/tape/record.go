@@ -122,13 +122,18 @@ func (r *Recorder) Tape(p *runtime.Program, trigger map[string]any, rep *runtime
 		Attempts:     append([]Attempt(nil), r.attempts...),
 		Interactions: append([]Interaction(nil), r.interactions...),
 	}
+	type attemptKey struct {
+		node    string
+		attempt int
+	}
+	made := map[attemptKey][]int{}
+	for _, x := range t.Interactions {
+		k := attemptKey{x.Node, x.Attempt}
+		made[k] = append(made[k], x.Seq)
+	}
 	for i := range t.Attempts {
 		a := &t.Attempts[i]
-		for _, x := range t.Interactions {
-			if x.Node == a.Node && x.Attempt == a.Attempt {
-				a.Input = append(a.Input, x.Seq)
-			}
-		}
+		a.Input = made[attemptKey{a.Node, a.Attempt}]
 	}
 	if t.Trace == nil {
 		t.Trace = &runtime.Trace{ExecutionID: rep.ExecutionID, Entries: []runtime.TraceEntry{}}

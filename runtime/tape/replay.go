@@ -22,7 +22,17 @@ type replaySource struct {
 
 	mu         sync.Mutex
 	used       []bool
+	byNode     map[string][]int // node and kind → indexes of the tape's interactions, in order
 	unanswered []Unanswered
+}
+
+func newReplaySource(t *Tape) *replaySource {
+	s := &replaySource{tape: t, used: make([]bool, len(t.Interactions)), byNode: map[string][]int{}}
+	for i, x := range t.Interactions {
+		k := x.Node + "\x00" + x.Kind
+		s.byNode[k] = append(s.byNode[k], i)
+	}
+	return s
 }
 
 // Unanswered is an outside request of the replayed workflow that the tape
@@ -41,9 +51,9 @@ func (s *replaySource) answer(c *runtime.Call, x *Interaction) (any, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var recorded json.RawMessage
-	for i := range s.tape.Interactions {
+	for _, i := range s.byNode[x.Node+"\x00"+x.Kind] {
 		old := &s.tape.Interactions[i]
-		if s.used[i] || old.Node != x.Node || old.Kind != x.Kind {
+		if s.used[i] {
 			continue
 		}
 		if recorded == nil {
@@ -116,7 +126,7 @@ func Replay(ctx context.Context, p *runtime.Program, old *Tape) (*Result, error)
 	if err != nil {
 		at = time.Unix(0, 0).UTC()
 	}
-	src := &replaySource{tape: old, used: make([]bool, len(old.Interactions))}
+	src := newReplaySource(old)
 	rec := &Recorder{replay: src, begun: time.Now()}
 	e := &runtime.Engine{
 		Services: &runtime.Services{Secret: func(name string) (string, error) {
@@ -144,14 +154,9 @@ func Replay(ctx context.Context, p *runtime.Program, old *Tape) (*Result, error)
 		return nil, err
 	}
 	nt.StartedAt = old.StartedAt
-	// The same round trip as the recorded tape, so values compare alike.
-	data, err := Encode(nt)
-	if err != nil {
-		return nil, err
-	}
-	if nt, err = Decode(data); err != nil {
-		return nil, err
-	}
+	// No round trip through JSON is needed to compare: the engine's
+	// values are already JSON values (numbers as json.Number, compared by
+	// value with runtime.Equal), as are the recorded ones.
 	res := &Result{Old: old, Replayed: nt, OldStatus: old.Status, NewStatus: nt.Status,
 		DigestChanged: old.WorkflowDigest != p.Workflow.Digest}
 	src.mu.Lock()
