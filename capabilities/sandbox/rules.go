@@ -70,35 +70,13 @@ var (
 	caDirs = []string{"/etc/ssl/certs", "/etc/pki/tls/certs", "/usr/share/ca-certificates"}
 )
 
-// derive computes the ruleset of req: the union of every workflow's
-// [policy] in the tree, plus what the CLI and the runtime touch.
+// derive computes the ruleset of req: the root workflow's [policy] (child
+// workflows run under it), what every workflow of the tree declares
+// (servers, backends, secrets, TLS files), and what the CLI touches.
 func derive(req confine.Request, getenv func(string) string) *plan {
 	p := &plan{}
 	children := false
-	for _, w := range workflow.Tree(req.Workflow) {
-		pol := w.Policy
-		if pol == nil {
-			continue // confine.Plan/Apply refuse to confine such a tree
-		}
-		// Files the workflow declares are relative to its folder first.
-		dir := ""
-		if w.Source != "" {
-			dir = filepath.Dir(w.Source)
-		}
-		declared := func(path, why string) {
-			if path != "" {
-				p.file(wfpath.Resolve(dir, path), rRead, why, false)
-			}
-		}
-		// TLS material is read again on SIGHUP (and the server's when
-		// serve mode starts listening, after confinement).
-		if sv := w.Server; sv != nil && sv.TLS != nil {
-			declared(sv.TLS.CertFile, "[server.tls] cert_file")
-			declared(sv.TLS.KeyFile, "[server.tls] key_file")
-			if ca := sv.TLS.ClientAuth; ca != nil {
-				declared(ca.CAFile, "[server.tls.client_auth] ca_file")
-			}
-		}
+	if pol := req.Workflow.Policy; pol != nil {
 		if fs := pol.FS; fs != nil {
 			read := uint64(rRead)
 			if len(fs.List) == 0 {
@@ -120,6 +98,27 @@ func derive(req confine.Request, getenv func(string) string) *plan {
 		if h := pol.HTTP; h != nil {
 			for _, u := range h.URLs {
 				p.url(u, "[policy.http] "+u)
+			}
+		}
+	}
+	for _, w := range workflow.Tree(req.Workflow) {
+		// Files the workflow declares are relative to its folder first.
+		dir := ""
+		if w.Source != "" {
+			dir = filepath.Dir(w.Source)
+		}
+		declared := func(path, why string) {
+			if path != "" {
+				p.file(wfpath.Resolve(dir, path), rRead, why, false)
+			}
+		}
+		// TLS material is read again on SIGHUP (and the server's when
+		// serve mode starts listening, after confinement).
+		if sv := w.Server; sv != nil && sv.TLS != nil {
+			declared(sv.TLS.CertFile, "[server.tls] cert_file")
+			declared(sv.TLS.KeyFile, "[server.tls] key_file")
+			if ca := sv.TLS.ClientAuth; ca != nil {
+				declared(ca.CAFile, "[server.tls.client_auth] ca_file")
 			}
 		}
 		for _, s := range w.MCPServers {

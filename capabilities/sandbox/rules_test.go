@@ -106,13 +106,15 @@ func TestWanted(t *testing.T) {
 	declared := &workflow.Workflow{Policy: &workflow.Policy{}, Sandbox: &workflow.Sandbox{Landlock: "best_effort"}}
 	off := &workflow.Workflow{Policy: shell.Policy, Sandbox: &workflow.Sandbox{Landlock: "off"}}
 	allowAll := &workflow.Workflow{Sandbox: &workflow.Sandbox{Landlock: "best_effort"}}
+	// Child workflows run under the root's policy.
 	child := &workflow.Workflow{Policy: shell.Policy, Children: map[string]*workflow.Workflow{"c.toml": {}}}
+	rootless := &workflow.Workflow{Children: map[string]*workflow.Workflow{"c.toml": shell}}
 	for _, c := range []struct {
 		name string
 		wf   *workflow.Workflow
 		want bool
 	}{{"fs only", fsOnly, false}, {"shell", shell, true}, {"declared", declared, true}, {"off", off, false},
-		{"no policy", allowAll, false}, {"child without policy", child, false}} {
+		{"no policy", allowAll, false}, {"child without policy", child, true}, {"root without policy", rootless, false}} {
 		if got, why := confine.Wanted(c.wf); got != c.want || (!got && why == "") {
 			t.Errorf("%s: Wanted = %v (%q), want %v", c.name, got, why, c.want)
 		}

@@ -149,15 +149,18 @@ const required = "required"
 // neither stay small (docs/sandbox.md). The generator links the sandbox
 // family by the same answer.
 func Wanted(wf *workflow.Workflow) (bool, string) {
-	for _, w := range workflow.Tree(wf) {
-		if w.Policy == nil {
-			return false, "not confined: a workflow without [policy] allows everything (development only)"
-		}
+	// Child workflows run under their parent's policy: the root's decides.
+	if wf.Policy == nil {
+		return false, "not confined: a workflow without [policy] allows everything (development only)"
 	}
 	if sb := wf.Sandbox; sb != nil {
 		if sb.Landlock == "off" {
 			return false, `not confined: [sandbox] landlock = "off"`
 		}
+		return true, ""
+	}
+	p := wf.Policy
+	if (p.Shell != nil && len(p.Shell.Commands) > 0) || (p.HTTP != nil && len(p.HTTP.URLs) > 0) {
 		return true, ""
 	}
 	for _, w := range workflow.Tree(wf) {
@@ -168,12 +171,9 @@ func Wanted(wf *workflow.Workflow) (bool, string) {
 	return false, "not confined: the workflow starts no child process and reaches no network (declare [sandbox] to confine it anyway)"
 }
 
-// reachesOut reports whether w starts children or dials out.
+// reachesOut reports whether w declares servers, backends or secrets that
+// start children or dial out.
 func reachesOut(w *workflow.Workflow) bool {
-	p := w.Policy
-	if (p.Shell != nil && len(p.Shell.Commands) > 0) || (p.HTTP != nil && len(p.HTTP.URLs) > 0) {
-		return true
-	}
 	if len(w.MCPServers) > 0 || (w.Intelligence != nil && len(w.Intelligence.Backends) > 0) ||
 		(w.Logging != nil && w.Logging.OTel != nil) {
 		return true
