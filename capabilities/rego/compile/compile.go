@@ -142,13 +142,17 @@ func Prepare(r *workflow.RegoPolicy, files map[string][]byte) (*Decider, error) 
 // restricted capabilities.
 func compileModule(name, src string) (*ast.Compiler, []spec.Issue) {
 	var is spec.Issues
+	if strings.TrimSpace(src) == "" {
+		is.Add("rego_parse_error", "%s: %s:1: the policy is empty; it must declare package %s", regospec.Table, name, regospec.Package)
+		return nil, is
+	}
 	caps := Capabilities()
 	mod, err := ast.ParseModuleWithOpts(name, src, ast.ParserOptions{Capabilities: caps, RegoVersion: ast.RegoV1})
 	if err != nil {
 		addErrors(&is, "rego_parse_error", name, err)
 		return nil, is
 	}
-	if mod == nil {
+	if mod == nil { // only comments
 		is.Add("rego_parse_error", "%s: %s:1: the policy is empty; it must declare package %s", regospec.Table, name, regospec.Package)
 		return nil, is
 	}
@@ -186,13 +190,18 @@ func at(name string, loc *ast.Location) string {
 	if file == "" {
 		file = name
 	}
-	return fmt.Sprintf("%s:%d", file, loc.Row)
+	return fmt.Sprintf("%s:%d", file, max(loc.Row, 1)) // row 0: the whole file
 }
 
 // addErrors records OPA's errors, each with its file, line and message.
 func addErrors(is *spec.Issues, code, name string, err error) {
 	var errs ast.Errors
-	if !errors.As(err, &errs) {
+	var one *ast.Error
+	switch {
+	case errors.As(err, &errs):
+	case errors.As(err, &one):
+		errs = ast.Errors{one}
+	default:
 		is.Add(code, "%s: %s: %v", regospec.Table, name, err)
 		return
 	}
