@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -354,5 +355,48 @@ func TestReplayUnreadable(t *testing.T) {
 	code, _, stderr := runKiln(t, "replay", bad, "--against", "../../examples/hello/workflow.toml")
 	if code != cli.ExitUsage || !strings.Contains(stderr, "not a kiln tape") {
 		t.Fatalf("exit %d, stderr %s", code, stderr)
+	}
+}
+
+// A tape recorded by `kiln run` replays the same against the workflow's
+// sealed build (BIN replay, through kiln replay --against BIN), and a tape
+// the sealed binary recorded replays the same against the TOML; the
+// sealed binary's replay writes nothing either.
+func TestReplaySealed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a sealed binary")
+	}
+	t.Setenv("USER", "alice")
+	out := t.TempDir()
+	wf := copyExample(t, "hello", "/tmp/kiln-hello/", out+"/")
+	bin := filepath.Join(t.TempDir(), "hello")
+	if code, _, stderr := runKiln(t, "build", wf, "-o", bin); code != cli.ExitOK {
+		t.Fatalf("kiln build: exit %d\n%s", code, stderr)
+	}
+	target := filepath.Join(out, "hello.txt")
+	input := writeJSON(t, map[string]any{"output_path": target})
+	fromRun := record(t, wf, "--input", input)
+
+	fromBin := filepath.Join(t.TempDir(), "sealed-tape.json")
+	cmd := exec.Command(bin, "--quiet", "--input", input, "--record", fromBin)
+	if outb, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", bin, err, outb)
+	}
+	os.Remove(target)
+
+	code, stdout, stderr := runKiln(t, "replay", fromRun, "--against", bin)
+	if code != cli.ExitOK || !strings.Contains(stdout, ": same (completed") {
+		t.Fatalf("replay against the sealed binary: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if code, res := replayResult(t, fromBin, wf); code != cli.ExitOK || !res.Same {
+		t.Fatalf("sealed tape against the TOML: exit %d, %+v", code, res.Divergence)
+	}
+	// A changed workflow against the sealed binary's tape: exit 5.
+	changed := edit(t, wf, "Hello, {{value}}!", "Hi, {{value}}!")
+	if code, res := replayResult(t, fromBin, changed); code != cli.ExitFailed || res.Divergence == nil || res.Divergence.Node != "greeting" {
+		t.Fatalf("changed workflow: exit %d, %+v", code, res.Divergence)
+	}
+	if _, err := os.Stat(target); !os.IsNotExist(err) {
+		t.Fatalf("a replay wrote %s", target)
 	}
 }
