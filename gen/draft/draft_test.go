@@ -432,7 +432,7 @@ func TestReviewListsNeedsAndFamilies(t *testing.T) {
 	for _, want := range []string{
 		"drafted by an intelligence backend", "greet the", "| fs | kiln\\_fs | node save (write\\_file) |",
 		"| " + md("filesystem:"+out+":rw") + " | false |", "[policy.fs]", "user (read_env) -> greeting (template_render)",
-		"done (terminate): end", "Estimated sealed size", "an estimate, not a build", "No policy ceiling was given",
+		"done (terminate): end", "```mermaid\n", "flowchart TD", "Estimated sealed size", "an estimate, not a build", "No policy ceiling was given",
 		"## Warnings (`kiln check --strict`)\n\nNone.",
 	} {
 		if want == "greet the" {

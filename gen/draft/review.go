@@ -9,6 +9,7 @@ import (
 
 	"github.com/kilnworks/kiln/capabilities/catalog"
 	"github.com/kilnworks/kiln/gen"
+	"github.com/kilnworks/kiln/gen/graph"
 	rneeds "github.com/kilnworks/kiln/runtime/needs"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
@@ -22,9 +23,11 @@ type Review struct {
 	Description string `json:"description,omitempty"`
 	Goal        string `json:"goal"`
 	Rounds      int    `json:"rounds"`
-	// Graph is the workflow's graph as text, in GraphFormat.
-	Graph       string `json:"graph"`
-	GraphFormat string `json:"graph_format"`
+	// Graph is the workflow's graph as a text edge list; Mermaid the
+	// same graph as a Mermaid flowchart (gen/graph), which code hosts
+	// draw ("" if it could not be built).
+	Graph   string `json:"graph"`
+	Mermaid string `json:"graph_mermaid,omitempty"`
 	// Families are the capability families the sealed binary links.
 	Families []FamilyUse       `json:"families"`
 	Needs    *rneeds.Effective `json:"needs"`
@@ -63,7 +66,10 @@ func newReview(opts Options, wf *workflow.Workflow, plan *gen.Plan, stagedPath s
 		Size:              EstimateSize(plan.Families),
 		Warnings:          lint(wf, stagedPath, opts.Name),
 	}
-	r.Graph, r.GraphFormat = graphText(wf)
+	r.Graph = graphText(wf)
+	if g, err := graph.Build(wf, graph.Options{Depth: 1, DeadEnds: gen.GraphDeadEnds}); err == nil {
+		r.Mermaid = g.Mermaid()
+	}
 	if r.BeyondConstraints == nil {
 		r.BeyondConstraints = []string{}
 	}
@@ -150,7 +156,7 @@ func broad(p *workflow.Policy) []string {
 // graphText draws the workflow as a text edge list: how runs start, then
 // every edge with its branch label and loop bound, then the nodes with no
 // way out.
-func graphText(wf *workflow.Workflow) (string, string) {
+func graphText(wf *workflow.Workflow) string {
 	var b strings.Builder
 	kind := map[string]string{}
 	for _, n := range wf.Nodes {
@@ -188,7 +194,7 @@ func graphText(wf *workflow.Workflow) (string, string) {
 			fmt.Fprintf(&b, "%s: end\n", label(n.ID))
 		}
 	}
-	return b.String(), "edges"
+	return b.String()
 }
 
 // Markdown renders the review as WF.review.md.
@@ -203,7 +209,11 @@ func (r *Review) Markdown() []byte {
 	if r.Description != "" {
 		p("Description (the draft's own):\n\n%s\n", fence("text", r.Description))
 	}
-	p("## Graph\n\nEdges as text (`start NAME [source] -> node`, `from -[branch]-> to`; `end` marks a node with no way out).\n\n%s\n", fence("text", r.Graph))
+	p("## Graph\n\n")
+	if r.Mermaid != "" {
+		p("%s\n", fence("mermaid", r.Mermaid))
+	}
+	p("Edges as text (`start NAME [source] -> node`, `from -[branch]-> to`; `end` marks a node with no way out):\n\n%s\n", fence("text", r.Graph))
 
 	p("## Capability families linked\n\n| family | build tag | needed by |\n| --- | --- | --- |\n")
 	for _, f := range r.Families {
