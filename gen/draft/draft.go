@@ -101,12 +101,12 @@ type Failure struct {
 }
 
 func (e *Failure) Error() string {
-	what := "never validated"
-	if e.Refused {
-		what = "was refused: it asks for more than the constraints allow"
-	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "the draft %s after %d round(s)", what, e.Rounds)
+	if e.Refused {
+		fmt.Fprintf(&b, "the draft was refused after %d round(s): it asks for more than the constraints allow", e.Rounds)
+	} else {
+		fmt.Fprintf(&b, "the draft never validated after %d round(s)", e.Rounds)
+	}
 	for i, f := range e.Findings {
 		if i == 5 {
 			fmt.Fprintf(&b, "; and %d more", len(e.Findings)-i)
