@@ -78,8 +78,8 @@ func translateCron(expr string) (Schedule, error) {
 	}
 	cal := fmt.Sprintf("*-%s-%s %s:%s:00", mon, dom, hour, min)
 	if f[4] != "*" {
-		days := []string{"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"}
-		dow, err := calField(f[4], 0, 7, days)
+		days := []string{"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"}
+		dow, err := calField(f[4], 0, 6, days)
 		if err != nil {
 			return sc, fmt.Errorf("day of week: %v", err)
 		}
