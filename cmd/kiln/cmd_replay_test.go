@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"github.com/kilnworks/kiln/capabilities/llm/mock"
 	"github.com/kilnworks/kiln/runtime/cli"
 	"github.com/kilnworks/kiln/runtime/tape"
+	"github.com/kilnworks/kiln/runtime/testtool"
 )
 
 // copyExample copies examples/NAME (child workflows, prompts, schemas
@@ -398,5 +400,83 @@ func TestReplaySealed(t *testing.T) {
 	}
 	if _, err := os.Stat(target); !os.IsNotExist(err) {
 		t.Fatalf("a replay wrote %s", target)
+	}
+}
+
+// A tape of MCP calls on the reference server (a tool call and a resource
+// read) replays the same without starting the server: the wrapper that
+// starts it counts its starts.
+func TestReplayMCP(t *testing.T) {
+	node := testtool.Command(t, "node")
+	script := filepath.Join(testtool.RepoRoot(t), ".cache", "npm", "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
+	if _, err := os.Stat(script); err != nil {
+		testtool.Missing(t, "MCP replay: %s is not installed (run `make tools`)", script)
+	}
+	dir := t.TempDir()
+	starts := filepath.Join(dir, "starts")
+	wrapper := filepath.Join(dir, "everything.sh")
+	os.WriteFile(wrapper, []byte(fmt.Sprintf("#!/bin/sh\necho start >> %q\nexec %q %q stdio\n", starts, node, script)), 0o755)
+	cmd, _ := json.Marshal([]string{wrapper})
+	wf := filepath.Join(dir, "workflow.toml")
+	os.WriteFile(wf, []byte(fmt.Sprintf(`
+name = "mcp-replay"
+
+[[start_nodes]]
+name = "main"
+source = "manual"
+entry_node = "echo"
+
+[[mcp_servers]]
+name = "everything"
+command = %s
+allow_tools = ["echo"]
+allow_resources = ["demo://resource/static/document/*"]
+
+[policy.mcp]
+tools = ["echo"]
+resources = ["demo://resource/*"]
+
+[[nodes]]
+id = "echo"
+type = "call_mcp_tool"
+tool = "echo"
+args_from = "trigger.args"
+
+[[nodes]]
+id = "doc"
+type = "read_mcp_resource"
+resource_from = "trigger.doc"
+
+[[edges]]
+from = "echo"
+to = "doc"
+`, cmd)), 0o644)
+	input := writeJSON(t, map[string]any{"args": map[string]any{"message": "hello from the tape"},
+		"doc": "demo://resource/static/document/architecture.md"})
+	tp := record(t, wf, "--input", input)
+	tt := readTape(t, tp)
+	if tt.Status != "completed" || len(tt.Interactions) != 2 || tt.Interactions[0].Kind != "mcp.call_tool" ||
+		!strings.Contains(string(tt.Interactions[0].Response), "hello from the tape") {
+		t.Fatalf("tape: status %s, %d interactions: %s", tt.Status, len(tt.Interactions), tt.Detail)
+	}
+	before, _ := os.ReadFile(starts)
+	if code, res := replayResult(t, tp, wf); code != cli.ExitOK || !res.Same {
+		t.Fatalf("replay: exit %d, %+v", code, res.Divergence)
+	}
+	after, _ := os.ReadFile(starts)
+	if string(after) != string(before) {
+		t.Fatalf("the replay started the MCP server (%q, then %q)", before, after)
+	}
+	// A changed tool argument is a request the tape cannot answer: reported, not sent.
+	tt.Trigger["args"] = map[string]any{"message": "changed"}
+	data, _ := tape.Encode(tt)
+	tp2 := filepath.Join(dir, "changed-args.json")
+	os.WriteFile(tp2, data, 0o600)
+	code, res := replayResult(t, tp2, wf)
+	if code != cli.ExitFailed || res.Divergence == nil || res.Divergence.Node != "echo" || res.Divergence.What != "request" {
+		t.Fatalf("changed argument: exit %d, %+v", code, res.Divergence)
+	}
+	if after2, _ := os.ReadFile(starts); string(after2) != string(before) {
+		t.Fatal("the replay of a changed argument started the MCP server")
 	}
 }
