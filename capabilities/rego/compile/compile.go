@@ -19,8 +19,10 @@ import (
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/metrics"
 	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/open-policy-agent/opa/v1/storage/inmem"
+	"github.com/open-policy-agent/opa/v1/topdown"
 
 	regospec "github.com/kilnworks/kiln/capabilities/rego/spec"
 	"github.com/kilnworks/kiln/capabilities/spec"
@@ -245,9 +247,14 @@ func row(l *ast.Location) int {
 // value true allows; undefined, any other value, an error or running past
 // EvalTimeout denies.
 func (d *Decider) Decide(r policy.Request) error {
-	ctx, cancel := context.WithTimeout(context.Background(), EvalTimeout)
-	defer cancel()
-	rs, err := d.pq.Eval(ctx, rego.EvalParsedInput(Input(r)))
+	// A timer cancels the evaluation: with no external cancel OPA starts a
+	// goroutine per evaluation to watch the context, which costs more than
+	// a small policy's whole decision.
+	cancel := topdown.NewCancel()
+	timer := time.AfterFunc(EvalTimeout, cancel.Cancel)
+	defer timer.Stop()
+	rs, err := d.pq.Eval(context.Background(), rego.EvalParsedInput(Input(r)), rego.EvalExternalCancel(cancel),
+		rego.EvalMetrics(metrics.NoOp()))
 	switch {
 	case err != nil:
 		return fmt.Errorf("%s %s failed: %v", regospec.Table, d.query, err)
