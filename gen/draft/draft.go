@@ -249,7 +249,7 @@ func accept(opts Options, reply string) (*Result, []Finding) {
 
 // selfContained refuses a draft that declares any file the loader would
 // read (child workflows, prompt and schema files, input schemas, JWKS
-// files, a signing key): those paths would be resolved on this machine, so
+// files, a Rego policy file, a signing key): those paths would be resolved on this machine, so
 // a reply could make kiln read local files and quote them back.
 func selfContained(wf *workflow.Workflow, ix tomlkeys.Index) []Finding {
 	var out []Finding
@@ -290,6 +290,9 @@ func selfContained(wf *workflow.Workflow, ix tomlkeys.Index) []Finding {
 				add("auth.oidc."+name, "a JWKS file", o.JWKSFile)
 			}
 		}
+	}
+	if wf.Policy != nil && wf.Policy.Rego != nil && wf.Policy.Rego.File != "" {
+		add("policy.rego", "a Rego policy", wf.Policy.Rego.File)
 	}
 	if wf.Signing != nil {
 		out = append(out, Finding{Code: CodeSigning, Line: ix.Lookup("signing").Line,

@@ -337,6 +337,20 @@ output_schema = %q
 			t.Fatal("a local file's content reached the backend")
 		}
 	}
+	// A Rego policy file: its compile errors would quote it.
+	rego := filepath.Join(dir, "p.rego")
+	os.WriteFile(rego, []byte("SECRET-MARKER-92 this is not rego\n"), 0o644)
+	withRego := fenced(greetTOML(dir) + fmt.Sprintf("\n[policy.rego]\nfile = %q\n", rego))
+	be = &scripted{replies: []string{withRego, withRego}}
+	_, err = Draft(context.Background(), Options{Goal: "g", Client: be, Repairs: 1})
+	if !errors.As(err, &fail) || fail.Findings[0].Code != CodeDeclaresFile || fail.Findings[0].Line == 0 {
+		t.Fatalf("want %s with a line for [policy.rego] file, got %v", CodeDeclaresFile, err)
+	}
+	for i := range be.requests {
+		if strings.Contains(be.text(i), "SECRET-MARKER") {
+			t.Fatal("a local file's content reached the backend")
+		}
+	}
 	signed := fenced(greetTOML(dir) + "\n[signing]\npublic_key_file = \"/etc/hostname\"\n")
 	be = &scripted{replies: []string{signed}}
 	_, err = Draft(context.Background(), Options{Goal: "g", Client: be})
