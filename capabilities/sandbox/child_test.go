@@ -22,9 +22,22 @@ import (
 	"github.com/kilnworks/kiln/runtime/testtool"
 	"github.com/kilnworks/kiln/runtime/workflow"
 
-	// The node kinds and listeners the CLI children run.
+	"github.com/kilnworks/kiln/gen"
+
+	// The families the CLI children's workflows use (capabilities/all
+	// would import this package).
+	_ "github.com/kilnworks/kiln/capabilities/compose"
 	_ "github.com/kilnworks/kiln/capabilities/control"
+	_ "github.com/kilnworks/kiln/capabilities/cron"
+	_ "github.com/kilnworks/kiln/capabilities/data"
+	_ "github.com/kilnworks/kiln/capabilities/env"
+	_ "github.com/kilnworks/kiln/capabilities/event"
+	_ "github.com/kilnworks/kiln/capabilities/fs"
+	_ "github.com/kilnworks/kiln/capabilities/fswatch"
 	_ "github.com/kilnworks/kiln/capabilities/http"
+	_ "github.com/kilnworks/kiln/capabilities/httpclient"
+	_ "github.com/kilnworks/kiln/capabilities/interval"
+	_ "github.com/kilnworks/kiln/capabilities/secrets"
 	_ "github.com/kilnworks/kiln/capabilities/shell"
 )
 
@@ -54,6 +67,10 @@ type childSpec struct {
 	Args     []string        // mode cli: the CLI's arguments
 	Build    bool            // mode cli: pass a Build, so preflight runs
 	Ops      []op            // mode probe: what to try once confined
+	// Example (mode cli): load this workflow file instead of Workflow;
+	// Confine adds [sandbox] to it.
+	Example string
+	Confine bool
 }
 
 // op is one access a probe child tries after confinement, with kiln's
@@ -85,6 +102,17 @@ func child(mode string) int {
 	if err := json.Unmarshal(data, &spec); err != nil {
 		fmt.Fprintln(os.Stderr, "child spec:", err)
 		return 99
+	}
+	if spec.Example != "" {
+		wf, err := gen.Load(spec.Example, gen.LoadOptions{})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "load:", err)
+			return 99
+		}
+		if spec.Confine {
+			wf.Sandbox = &workflow.Sandbox{Landlock: "best_effort"}
+		}
+		spec.Workflow = wf
 	}
 	spec.Request.Workflow = spec.Workflow
 	switch mode {

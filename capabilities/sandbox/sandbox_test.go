@@ -16,6 +16,7 @@ import (
 
 	"github.com/kilnworks/kiln/capabilities/internal/beneath/beneathtest"
 	"github.com/kilnworks/kiln/runtime/confine"
+	"github.com/kilnworks/kiln/runtime/testtool"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
@@ -346,5 +347,41 @@ func TestServeReportsConfinement(t *testing.T) {
 	}
 	if body := get("/hello"); !strings.Contains(body, "completed") && !strings.Contains(body, "{") {
 		t.Errorf("GET /hello = %q", body)
+	}
+}
+
+// TestExamplesConfined runs the examples that work offline, confined:
+// nightly-report (shell probes in child workflows) as it is, and hello
+// with [sandbox] added. Each must complete and do its work.
+func TestExamplesConfined(t *testing.T) {
+	requireLandlock(t)
+	root := testtool.RepoRoot(t)
+
+	out := filepath.Join("/tmp/kiln-hello", "sandbox-test-"+filepath.Base(t.TempDir())+".txt")
+	t.Cleanup(func() { os.Remove(out) })
+	input := filepath.Join(t.TempDir(), "input.json")
+	writeFile(t, input, `{"output_path":"`+out+`"}`)
+	run := runChild(t, "cli", childSpec{Example: filepath.Join(root, "examples/hello/workflow.toml"), Confine: true,
+		Args: []string{"--input", input, "--log-level", "info"}}, "USER=sandbox-test")
+	if run.Code != 0 || !strings.Contains(run.Stderr, "sandbox.applied") {
+		t.Errorf("hello: exit %d\n%s\n%s", run.Code, run.Stdout, run.Stderr)
+	}
+	if data, err := os.ReadFile(out); err != nil || !strings.HasPrefix(string(data), "Hello, sandbox-test!") {
+		t.Errorf("hello wrote %q, %v", data, err)
+	}
+
+	const reportDir = "/var/tmp/kiln-report" // the example's fs.write
+	if _, err := os.Stat(reportDir); err != nil {
+		t.Cleanup(func() { os.RemoveAll(reportDir) })
+	} else {
+		t.Cleanup(func() { os.Remove(reportDir + "/report.txt") })
+	}
+	run = runChild(t, "cli", childSpec{Example: filepath.Join(root, "examples/nightly-report/workflow.toml"),
+		Args: []string{"--mode", "once", "--log-level", "info"}}, "REPORT_DIR="+reportDir)
+	if run.Code != 0 || !strings.Contains(run.Stderr, "sandbox.applied") {
+		t.Errorf("nightly-report: exit %d\n%s\n%s", run.Code, run.Stdout, run.Stderr)
+	}
+	if data, err := os.ReadFile(reportDir + "/report.txt"); err != nil || !strings.Contains(string(data), "load average") || !strings.Contains(string(data), "kernel: Linux") {
+		t.Errorf("nightly-report wrote %q, %v", data, err)
 	}
 }
