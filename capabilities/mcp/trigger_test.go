@@ -127,11 +127,22 @@ func TestUpdatedTriggerOverHTTP(t *testing.T) {
 	}
 
 	// A notification for a resource outside the allowlist starts nothing.
+	// Instead of waiting a fixed time, an allowed update sent after it is
+	// the fence: had the refused one been let through, its burst would have
+	// settled no later than the fence's and been fired or skipped (audited)
+	// before the fence's run completes.
 	s.SendNotificationToAllClients(mcp.MethodNotificationResourceUpdated, map[string]any{"uri": "test://private/key"})
-	firetest.None(t, 2*kmcp.Debounce+200*time.Millisecond)
-	if !strings.Contains(h.audit.String(), "mcp.trigger.ignored") {
-		t.Fatalf("ignored notification not audited")
+	h.audit.WaitFor(t, "mcp.trigger.ignored")
+	s.SendNotificationToAllClients(mcp.MethodNotificationResourceUpdated, map[string]any{"uri": "test://docs/b"})
+	eventually(t, 5*time.Second, "the run for test://docs/b completed", func() bool {
+		return strings.Count(h.audit.String(), "mcp.trigger.completed") == 2
+	})
+	for _, line := range strings.Split(h.audit.String(), "\n") {
+		if strings.Contains(line, "uri=test://private/key") && (strings.Contains(line, "msg=mcp.trigger.fire") || strings.Contains(line, "msg=mcp.trigger.skipped")) {
+			t.Fatalf("the refused resource reached the trigger: %s", line)
+		}
 	}
+	checkTrigger(t, firetest.Next(t, time.Second), kmcp.TriggerUpdated, "test://docs/b")
 
 	// A resource that appears later is subscribed to after list_changed.
 	addDoc(s, "test://docs/c")
