@@ -446,3 +446,58 @@ func TestBuildRefuses(t *testing.T) {
 		t.Error("negative depth accepted")
 	}
 }
+
+// TestBounded: a wide tree of children draws at most MaxNodes boxes (the
+// rest is linked by file name), and a cycle of plain edges, which only an
+// unvalidated workflow has, still lays out.
+func TestBounded(t *testing.T) {
+	leaf := &workflow.Workflow{Name: "leaf"}
+	for i := 0; i < 50; i++ {
+		leaf.Nodes = append(leaf.Nodes, workflow.Node{ID: "l" + strings.Repeat("x", i), Type: "merge"})
+	}
+	mid := &workflow.Workflow{Name: "mid", Children: map[string]*workflow.Workflow{"leaf.toml": leaf}}
+	par := workflow.Node{ID: "fan", Type: "parallel"}
+	for i := 0; i < 20; i++ {
+		par.Branches = append(par.Branches, workflow.Branch{Workflow: "leaf.toml"})
+	}
+	mid.Nodes = []workflow.Node{par}
+	top := &workflow.Workflow{Name: "top", Children: map[string]*workflow.Workflow{"mid.toml": mid}}
+	call := workflow.Node{ID: "wide", Type: "parallel"}
+	for i := 0; i < 20; i++ {
+		call.Branches = append(call.Branches, workflow.Branch{Workflow: "mid.toml"})
+	}
+	top.Nodes = []workflow.Node{call}
+	g, err := graph.Build(top, graph.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	drawn, linked := len(g.Nodes()), 0
+	for _, n := range g.Nodes() {
+		for _, ch := range n.Children {
+			if ch.Cluster == nil {
+				linked++
+			}
+		}
+	}
+	if drawn > graph.MaxNodes || linked == 0 {
+		t.Errorf("drew %d nodes (bound %d), linked %d children; 20*20*50 = 20000 were asked for", drawn, graph.MaxNodes, linked)
+	}
+	if _, err := g.SVG(); err != nil {
+		t.Fatal(err)
+	}
+
+	cyclic := &workflow.Workflow{Name: "cyclic",
+		Nodes: []workflow.Node{{ID: "a", Type: "merge"}, {ID: "b", Type: "merge"}, {ID: "c", Type: "merge"}},
+		Edges: []workflow.Edge{{From: "a", To: "b"}, {From: "b", To: "c"}, {From: "c", To: "a"}, {From: "a", To: "a"}}}
+	g, err = graph.Build(cyclic, graph.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := g.SVG()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(groups(parseSVG(t, doc), "edge")); n != 4 {
+		t.Errorf("cyclic: %d edge groups, want 4", n)
+	}
+}
