@@ -202,6 +202,9 @@ func accept(opts Options, reply string) (*Result, []Finding) {
 	if f := selfContained(wf, ix); len(f) > 0 {
 		return nil, f
 	}
+	if f := notLoaded(wf, ix); len(f) > 0 {
+		return nil, f
+	}
 
 	// kiln's own loader and validator, from a private directory that only
 	// ever holds this one file.
@@ -297,6 +300,25 @@ func selfContained(wf *workflow.Workflow, ix tomlkeys.Index) []Finding {
 	if wf.Signing != nil {
 		out = append(out, Finding{Code: CodeSigning, Line: ix.Lookup("signing").Line,
 			Message: "[signing]: a draft is unsigned; the person who approves it signs it (kiln sign-workflow); remove the block"})
+	}
+	return out
+}
+
+// notLoaded is the second guard before the loader: the validator, run on
+// the decoded tables (it reads nothing), reports not_loaded for every file
+// the workflow declares, so a kind of file selfContained does not know yet
+// is refused too rather than read.
+func notLoaded(wf *workflow.Workflow, ix tomlkeys.Index) []Finding {
+	var ve *gen.ValidationError
+	if err := gen.Validate(wf); !errors.As(err, &ve) {
+		return nil
+	}
+	var out []Finding
+	for _, is := range ve.Issues {
+		if is.Code == "not_loaded" || strings.HasSuffix(is.Message, "was not loaded (load the workflow with gen.Load)") {
+			out = append(out, Finding{Code: CodeDeclaresFile, Line: issueLine(is.Message, wf, ix),
+				Message: is.Message + ": a draft must be one self-contained file; inline it or leave it out"})
+		}
 	}
 	return out
 }

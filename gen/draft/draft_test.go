@@ -15,6 +15,7 @@ import (
 	"github.com/kilnworks/kiln/capabilities/catalog"
 	"github.com/kilnworks/kiln/capabilities/llm/intel"
 	"github.com/kilnworks/kiln/gen"
+	"github.com/kilnworks/kiln/gen/internal/tomlkeys"
 )
 
 // scripted is an in-process backend: it answers with replies in order and
@@ -586,5 +587,37 @@ func TestReviewMarkdownIsInert(t *testing.T) {
 	}
 	if !strings.Contains(text, "node \\<\\!-- x \\| y \\*z\\* \\`") {
 		t.Fatalf("the node id must appear escaped:\n%s", text)
+	}
+}
+
+// The validator's not_loaded issues catch any declared file on the decoded
+// tables, whatever its kind, before the loader could read it.
+func TestNotLoadedGuard(t *testing.T) {
+	src := `name = "asks"
+
+[[start_nodes]]
+name = "main"
+source = "manual"
+entry_node = "ask"
+
+[[nodes]]
+id = "ask"
+type = "llm_infer"
+backend = "default"
+prompt = "hi"
+output_schema = "/etc/kiln-nonexistent/s.json"
+
+[[nodes]]
+id = "child"
+type = "call"
+workflow = "../elsewhere.toml"
+`
+	wf, err := gen.Decode("d.toml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := notLoaded(wf, tomlkeys.Scan(src))
+	if len(got) != 2 || got[0].Code != CodeDeclaresFile || got[0].Line != 8 || !strings.Contains(got[1].Message, "../elsewhere.toml") {
+		t.Fatalf("findings %+v", got)
 	}
 }
