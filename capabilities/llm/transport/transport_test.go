@@ -273,14 +273,24 @@ func TestUnixDialFailure(t *testing.T) {
 }
 
 func TestOversizeRequestRefusedBeforeSending(t *testing.T) {
-	path, conns := unixServer(t, func(c net.Conn) {})
-	_, err := (&Unix{Path: path}).Complete(context.Background(), ask(strings.Repeat("x", MaxFrame)))
+	path, conns := unixServer(t, func(c net.Conn) {
+		req, _ := readRequest(t, c)
+		id, _ := json.Marshal(req["id"])
+		c.Write(frame(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"content":"x"}}`, id)))
+	})
+	cl := &Unix{Path: path}
+	_, err := cl.Complete(context.Background(), ask(strings.Repeat("x", MaxFrame)))
 	if err == nil || !strings.Contains(err.Error(), "exceeds") {
 		t.Fatalf("err = %v", err)
 	}
-	time.Sleep(20 * time.Millisecond)
-	if conns.Load() != 0 {
-		t.Fatal("an oversize request was sent anyway")
+	// A small request after it is the fence, not a fixed sleep: the server
+	// accepts connections in order, so once it has answered this one, a
+	// connection the oversize request made would have been counted.
+	if _, err := cl.Complete(context.Background(), ask("q")); err != nil {
+		t.Fatal(err)
+	}
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("%d connections, want only the small request's: the oversize request was sent anyway", n)
 	}
 }
 
