@@ -262,6 +262,8 @@ func (d *Decider) Decide(r policy.Request) error {
 		return fmt.Errorf("%s %s is undefined (deny by default)", regospec.Table, d.query)
 	case len(rs) == 1 && len(rs[0].Expressions) == 1 && rs[0].Expressions[0].Value == true:
 		return nil
+	case len(rs) == 1 && len(rs[0].Expressions) == 1 && rs[0].Expressions[0].Value == false:
+		return fmt.Errorf("%s %s is false", regospec.Table, d.query)
 	}
 	return fmt.Errorf("%s %s is not true", regospec.Table, d.query)
 }
