@@ -37,6 +37,7 @@ import (
 	_ "github.com/kilnworks/kiln/capabilities/http"
 	_ "github.com/kilnworks/kiln/capabilities/httpclient"
 	_ "github.com/kilnworks/kiln/capabilities/interval"
+	_ "github.com/kilnworks/kiln/capabilities/mcp"
 	_ "github.com/kilnworks/kiln/capabilities/secrets"
 	_ "github.com/kilnworks/kiln/capabilities/shell"
 )

@@ -59,8 +59,10 @@ type plan struct {
 // libraries, execute) only when it exists and only when the workflow has
 // children or network needs.
 var (
-	libraryDirs  = []string{"/lib", "/lib64", "/lib32", "/usr/lib", "/usr/lib64", "/usr/lib32", "/usr/libexec"}
-	loaderFiles  = []string{"/etc/ld.so.cache", "/etc/ld.so.preload"}
+	libraryDirs = []string{"/lib", "/lib64", "/lib32", "/usr/lib", "/usr/lib64", "/usr/lib32", "/usr/libexec"}
+	// loaderFiles are the dynamic loader's cache and the configuration
+	// OpenSSL reads when a program linked with it starts (node does).
+	loaderFiles  = []string{"/etc/ld.so.cache", "/etc/ld.so.preload", "/etc/ssl/openssl.cnf"}
 	resolverFile = []string{"/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf"}
 	// caFiles and caDirs are where Go's crypto/x509 looks for the system
 	// roots on Linux; /usr/share/ca-certificates holds what the

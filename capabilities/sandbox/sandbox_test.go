@@ -385,3 +385,36 @@ func TestExamplesConfined(t *testing.T) {
 		t.Errorf("nightly-report wrote %q, %v", data, err)
 	}
 }
+
+// TestMCPStdioConfined: the MCP reference server (node, over stdio) runs
+// inside the domain, with its module tree in fs.read, and answers a tool
+// call; a server whose files the policy does not list cannot start.
+func TestMCPStdioConfined(t *testing.T) {
+	requireLandlock(t)
+	node := testtool.Command(t, "node")
+	tree := filepath.Join(testtool.RepoRoot(t), ".cache", "npm")
+	script := filepath.Join(tree, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
+	if _, err := os.Stat(script); err != nil {
+		testtool.Missing(t, "interop with @modelcontextprotocol/server-everything: %s is not installed (run `make tools`)", script)
+	}
+	wf := &workflow.Workflow{
+		Name:       "mcp",
+		StartNodes: []workflow.StartNode{{Name: "main", Source: "manual", EntryNode: "echo"}},
+		Nodes:      []workflow.Node{{ID: "echo", Type: "call_mcp_tool", Tool: "echo", ArgsFrom: "trigger.args"}},
+		MCPServers: []workflow.MCPServer{{Name: "everything", Command: []string{node, script, "stdio"}, AllowTools: []string{"echo"}}},
+		Policy: &workflow.Policy{MCP: &workflow.MCPPolicy{Tools: []string{"echo"}},
+			FS: &workflow.FSPolicy{Read: []string{tree + "/**"}}},
+	}
+	input := filepath.Join(t.TempDir(), "input.json")
+	writeFile(t, input, `{"args":{"message":"hello from the domain"}}`)
+	run := runChild(t, "cli", childSpec{Workflow: wf, Args: []string{"--input", input, "--log-level", "info"}})
+	if run.Code != 0 || !strings.Contains(run.Stdout, "hello from the domain") || !strings.Contains(run.Stderr, "sandbox.applied") {
+		t.Errorf("confined MCP stdio server: exit %d\n%s\n%s", run.Code, run.Stdout, run.Stderr)
+	}
+
+	wf.Policy.FS = nil // the server's own files are now outside the policy
+	run = runChild(t, "cli", childSpec{Workflow: wf, Args: []string{"--input", input}})
+	if run.Code == 0 || strings.Contains(run.Stdout, "hello from the domain") {
+		t.Errorf("a server whose files are outside the policy answered: exit %d\n%s", run.Code, run.Stdout)
+	}
+}
