@@ -287,7 +287,7 @@ func Main(args []string, o Options) int {
 	}
 	if prog.Policy.AllowAll() {
 		audit.Warn("policy.allow_all", "workflow", o.Workflow.Name,
-			"detail", "the workflow declares no [policy] block: every capability is allowed (development only)")
+			"detail", "the workflow declares no [policy] block: every capability is allowed and the process is not confined (development only)")
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

@@ -49,6 +49,8 @@ func confineProcess(req confine.Request, o Options, audit *slog.Logger) (code in
 	attrs := []any{"workflow", o.Workflow.Name, "mode", r.Mode, "abi", r.ABI,
 		"enforced", strings.Join(r.Enforced, ","), "rules", len(r.Rules)}
 	switch {
+	case o.Workflow.Policy == nil:
+		// policy.allow_all already warns: such a process is not confined.
 	case r.Confined:
 		audit.Info("sandbox.applied", append(attrs, "not_enforced", strings.Join(r.NotEnforced, "; "))...)
 	default:
