@@ -55,7 +55,7 @@ func runDraft(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	repairs := fl.Int("repairs", 2, fmt.Sprintf("rounds that feed the issues back to the backend after the first draft (0..%d)", draft.MaxRepairs))
 	maxTokens := fl.Int("max-tokens", draft.DefaultMaxTokens, "completion cap per round")
 	timeout := fl.Duration("timeout", 10*time.Minute, "the whole session's deadline")
-	asJSON := fl.Bool("json", false, "print the review summary as JSON on stdout")
+	asJSON := fl.Bool("json", false, "print the review summary as JSON on stdout (on failure: ok, refused, rounds and the last findings)")
 	needsFl := addNeedsFlag(fl)
 	fl.Usage = func() {
 		fmt.Fprintln(stderr, "usage: kiln draft --goal TEXT (--backend NAME --backends FILE | --intel-unix PATH | --intel-http URL)")
@@ -126,6 +126,15 @@ func runDraft(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		switch {
 		case errors.As(err, &fail):
 			fmt.Fprintf(stderr, "%s: %v; nothing written\n", prog, err)
+			if *asJSON {
+				b, _ := runtime.EncodeJSONIndent(struct {
+					OK       bool            `json:"ok"`
+					Refused  bool            `json:"refused"`
+					Rounds   int             `json:"rounds"`
+					Findings []draft.Finding `json:"findings"`
+				}{false, fail.Refused, fail.Rounds, fail.Findings})
+				fmt.Fprintln(stdout, string(b))
+			}
 			return cli.ExitFailed
 		case errors.As(err, &re) && re.Class == runtime.ClassConfig:
 			return usage("%v", err)

@@ -226,9 +226,21 @@ commands = [%q]
 	profile := filepath.Join(dir, "noshell.toml")
 	os.WriteFile(profile, []byte("name = \"noshell\"\ndeny = [\"shell\"]\n"), 0o644)
 	wf := filepath.Join(dir, "toucher.toml")
-	code, _, stderr, _ := draftWithMock(t, turn(shell)+turn(shell), "--goal", "touch a file", "--profile", profile, "--repairs", "1", "-o", wf)
+	code, stdout, stderr, _ := draftWithMock(t, turn(shell)+turn(shell), "--goal", "touch a file", "--profile", profile, "--repairs", "1", "-o", wf, "--json")
 	if code != cli.ExitFailed {
 		t.Fatalf("exit %d, want %d\n%s", code, cli.ExitFailed, stderr)
+	}
+	var res struct {
+		OK       bool `json:"ok"`
+		Refused  bool `json:"refused"`
+		Rounds   int  `json:"rounds"`
+		Findings []struct {
+			Code    string `json:"code"`
+			Refusal bool   `json:"refusal"`
+		} `json:"findings"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil || res.OK || !res.Refused || res.Rounds != 2 || len(res.Findings) == 0 || res.Findings[0].Code != "draft_family_forbidden" {
+		t.Fatalf("--json on refusal: %v %+v\n%s", err, res, stdout)
 	}
 	if !strings.Contains(stderr, "was refused") || !strings.Contains(stderr, "draft_family_forbidden") || !strings.Contains(stderr, `family shell is not allowed by profile "noshell"`) {
 		t.Fatalf("stderr:\n%s", stderr)
