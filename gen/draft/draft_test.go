@@ -16,6 +16,7 @@ import (
 	"github.com/kilnworks/kiln/capabilities/llm/intel"
 	"github.com/kilnworks/kiln/gen"
 	"github.com/kilnworks/kiln/gen/internal/tomlkeys"
+	gneeds "github.com/kilnworks/kiln/gen/needs"
 )
 
 // scripted is an in-process backend: it answers with replies in order and
@@ -619,5 +620,31 @@ workflow = "../elsewhere.toml"
 	got := notLoaded(wf, tomlkeys.Scan(src))
 	if len(got) != 2 || got[0].Code != CodeDeclaresFile || got[0].Line != 8 || !strings.Contains(got[1].Message, "../elsewhere.toml") {
 		t.Fatalf("findings %+v", got)
+	}
+}
+
+// --needs catalogs shape the review's effective needs as they shape the
+// sealed binary's.
+func TestReviewNeedsHonourCatalogs(t *testing.T) {
+	cat, err := gneeds.Decode("extra.toml", []byte(`
+[[agent_needs]]
+class_name = "workflow:greet"
+[agent_needs.needs]
+secrets = [{ key = "GREETING_TOKEN", label = "token", optional = true }]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := &scripted{replies: []string{fenced(greetTOML(t.TempDir()))}}
+	res, err := Draft(context.Background(), Options{Goal: "g", Client: be, Catalogs: []*gneeds.Catalog{cat}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, n := range res.Review.Needs.Needs {
+		found = found || (n.ID == "secret:GREETING_TOKEN" && n.Optional)
+	}
+	if !found || !strings.Contains(string(res.Review.Markdown()), "secret:GREETING\\_TOKEN | true |") {
+		t.Fatalf("the catalog's need is missing: %+v", res.Review.Needs)
 	}
 }
