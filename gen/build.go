@@ -148,11 +148,25 @@ func Build(ctx context.Context, opts BuildOptions) (*BuildResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	src, err := FindKilnSource(opts.KilnSource)
+	if err != nil {
+		return nil, err
+	}
+	// The manifest names kiln by its source, not by how the running kiln
+	// was built (a VCS stamp or a pseudo-version would make the same
+	// source give different binaries).
+	kilnVersion, kilnSum := src.Identity()
 	po := opts.Plan
 	po.GoVersion = goVersion
+	if po.KilnVersion == "" {
+		po.KilnVersion = kilnVersion
+	}
 	plan, err := NewPlan(wf, po)
 	if err != nil {
 		return nil, err
+	}
+	if plan.Manifest.KilnVersion == kilnVersion {
+		plan.Manifest.KilnSum = kilnSum
 	}
 	if blocked := blockedNeeds(plan); len(blocked) > 0 {
 		if !opts.AllowBlocked {
@@ -161,10 +175,6 @@ func Build(ctx context.Context, opts BuildOptions) (*BuildResult, error) {
 		progress("--allow-blocked: %d need(s) exceed the workflow's [policy]; the binary will refuse to start (exit 6)", len(blocked))
 	}
 	progress("workflow %s: %d nodes, families %s", wf.Name, len(wf.Nodes), strings.Join(plan.Families, ","))
-	src, err := FindKilnSource(opts.KilnSource)
-	if err != nil {
-		return nil, err
-	}
 	out, err := Emit(plan, EmitOptions{Package: "main"})
 	if err != nil {
 		return nil, err

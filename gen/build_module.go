@@ -45,6 +45,83 @@ type KilnSource struct {
 	GoSum []byte
 	// How says how Dir was found (for messages).
 	How string
+	// Sum is the h1: hash naming this kiln: the module zip's (go.sum) for
+	// the module cache, the source tree's dirhash otherwise (TreeHash).
+	Sum string
+}
+
+// Identity is the kiln version and h1: sum recorded in the manifest, SBOM
+// and provenance of what this source generates: the module version for
+// the module cache, "devel" for a source tree. It depends only on the
+// source, not on how the running kiln binary was built.
+func (src *KilnSource) Identity() (version, sum string) {
+	if src.Replace {
+		return "devel", src.Sum
+	}
+	return src.Version, src.Sum
+}
+
+// TreeHash is the h1: hash (golang.org/x/mod/sumdb/dirhash, as go.sum
+// uses) of a kiln source tree's files: every regular file, except in
+// folders whose name starts with "." or "_" (.git, .cache: not source)
+// and in nested modules (a folder with its own go.mod), which is what a
+// module zip of the tree holds besides those folders.
+func TreeHash(dir string) (string, error) {
+	var files []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if p == dir {
+				return nil
+			}
+			if n := d.Name(); strings.HasPrefix(n, ".") || strings.HasPrefix(n, "_") {
+				return filepath.SkipDir
+			}
+			if _, err := os.Lstat(filepath.Join(p, "go.mod")); err == nil {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.Type().IsRegular() {
+			files = append(files, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("hash kiln's source tree %s: %w", dir, err)
+	}
+	prefix := KilnModule + "@devel/"
+	for i, f := range files {
+		files[i] = prefix + f
+	}
+	sum, err := dirhash.Hash1(files, func(name string) (io.ReadCloser, error) {
+		return os.Open(filepath.Join(dir, filepath.FromSlash(strings.TrimPrefix(name, prefix))))
+	})
+	if err != nil {
+		return "", fmt.Errorf("hash kiln's source tree %s: %w", dir, err)
+	}
+	return sum, nil
+}
+
+// GeneratorIdentity names the running kiln for what it generates without
+// building (kiln gen): the version and sum in its own build info when it
+// came from the module cache, else the h1: hash of the source tree it finds
+// (FindKilnSource), else "devel" without a sum.
+func GeneratorIdentity(explicit string) (version, sum string) {
+	if m := manifest.KilnModuleInfo(); m != nil && m.Replace == nil && m.Sum != "" && manifest.KilnVersion() != "devel" {
+		return m.Version, m.Sum
+	}
+	src, err := FindKilnSource(explicit)
+	if err != nil {
+		return "devel", ""
+	}
+	return src.Identity()
 }
 
 // FindKilnSource locates kiln's packages for a generated module, in the
@@ -129,6 +206,9 @@ func sourceTree(dir, how string) (*KilnSource, error) {
 	if err := src.readModule(); err != nil {
 		return nil, err
 	}
+	if src.Sum, err = TreeHash(abs); err != nil {
+		return nil, err
+	}
 	return src, nil
 }
 
@@ -164,6 +244,7 @@ func CachedKilnSource(v string) (*KilnSource, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kiln %s: %w", v, err)
 	}
+	src.Sum = strings.TrimSpace(string(zipHash))
 	src.GoSum = append(src.GoSum, fmt.Sprintf("%s %s %s\n%s %s/go.mod %s\n",
 		KilnModule, v, strings.TrimSpace(string(zipHash)), KilnModule, v, modHash)...)
 	return src, nil

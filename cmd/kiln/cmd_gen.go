@@ -57,6 +57,11 @@ func runGen(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return failed("kiln gen", err, stderr)
 	}
+	if po.KilnVersion == "" {
+		// Name the generating kiln by its source (version and h1: sum),
+		// as kiln build does, not by how this binary was built.
+		plan.Manifest.KilnVersion, plan.Manifest.KilnSum = gen.GeneratorIdentity(*kilnSrc)
+	}
 	output, err := gen.Emit(plan, gen.EmitOptions{Package: *pkg})
 	if err != nil {
 		fmt.Fprintf(stderr, "kiln gen: %v\n", err)

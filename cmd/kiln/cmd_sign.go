@@ -33,7 +33,8 @@ func runSign(args []string, stdout, stderr io.Writer) int {
 	key := fl.String("key", "", "private key: cosign's encrypted PEM (password from $COSIGN_PASSWORD) or a PKCS#8 PEM, ECDSA P-256")
 	fl.Usage = func() {
 		fmt.Fprintln(stderr, "usage: kiln sign BIN --key cosign.key")
-		fmt.Fprintln(stderr, "Writes BIN.sig and BIN.sigstore.json, and the same beside BIN.manifest.json, BIN.cdx.json and BIN.intoto.json when they exist.")
+		fmt.Fprintln(stderr, "Writes BIN.manifest.json, BIN.cdx.json and BIN.intoto.json when they are missing (a go build of generated code),")
+		fmt.Fprintln(stderr, "from the manifest BIN embeds and the modules it links; then BIN.sig and BIN.sigstore.json, and the same beside each of them.")
 		fl.PrintDefaults()
 	}
 	rest, code, ok := parseSupplyFlags(fl, args)
@@ -48,6 +49,16 @@ func runSign(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "kiln sign: %v\n", err)
 		return cli.ExitUsage
+	}
+	// A binary from go build has no sidecars yet: write them from what it
+	// embeds and links, then sign everything.
+	written, err := supply.CompleteArtifacts(rest[0])
+	for _, f := range written {
+		fmt.Fprintf(stdout, "wrote %s\n", f)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "kiln sign: %v\n", err)
+		return cli.ExitFailed
 	}
 	files, err := supply.SignArtifacts(s, rest[0])
 	if err != nil {

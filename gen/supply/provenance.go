@@ -20,6 +20,7 @@ type ProvenanceInfo struct {
 	Workflow    string           // workflow name
 	Inputs      []manifest.Input // workflow, children, schemas, prompts, needs catalogs
 	KilnVersion string
+	KilnSum     string // kiln's h1: hash ("" = not known)
 }
 
 type statement struct {
@@ -111,7 +112,7 @@ func Provenance(bin, binSHA string, facts *BuildFacts, info ProvenanceInfo) ([]b
 				},
 				ResolvedDependencies: deps,
 			},
-			RunDetails: runDetails{Builder: builder{ID: BuilderID, Version: map[string]string{"kiln": info.KilnVersion}}},
+			RunDetails: runDetails{Builder: builder{ID: BuilderID, Version: builderVersion(info)}},
 		},
 	}
 	if ts != nil {
@@ -119,4 +120,13 @@ func Provenance(bin, binSHA string, facts *BuildFacts, info ProvenanceInfo) ([]b
 		st.Predicate.RunDetails.Metadata = &buildMetaDat{StartedOn: s, FinishedOn: s}
 	}
 	return marshal(st)
+}
+
+// builderVersion is kiln's version and, when known, its go.sum h1: hash.
+func builderVersion(info ProvenanceInfo) map[string]string {
+	v := map[string]string{"kiln": info.KilnVersion}
+	if info.KilnSum != "" {
+		v["kiln_sum"] = info.KilnSum
+	}
+	return v
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/kilnworks/kiln/runtime/manifest"
 )
 
 // CycloneDX 1.5 JSON, only the parts kiln fills.
@@ -63,11 +65,18 @@ type cdxDependency struct {
 // same binary always gets the same SBOM.
 var sbomNamespace = uuid.MustParse("6b2f6f0e-6b69-4c6e-9b1d-6b696c6e7362")
 
+// Tool names the kiln that generated a program: its version and go.sum
+// h1: hash (see gen.KilnSource.Identity).
+type Tool struct {
+	Version string
+	Sum     string
+}
+
 // SBOM returns the CycloneDX 1.5 JSON document describing the binary bin
-// (whose SHA-256 is binSHA) from its build info. It is deterministic: the
-// serial number derives from the binary digest, and the timestamp is
-// SOURCE_DATE_EPOCH's (omitted when unset).
-func SBOM(bin, binSHA string, facts *BuildFacts, toolVersion string) ([]byte, error) {
+// (whose SHA-256 is binSHA) from its build info, with kiln as the tool. It
+// is deterministic: the serial number derives from the binary digest, and
+// the timestamp is SOURCE_DATE_EPOCH's (omitted when unset).
+func SBOM(bin, binSHA string, facts *BuildFacts, kiln Tool) ([]byte, error) {
 	ts, err := SourceDate()
 	if err != nil {
 		return nil, err
@@ -91,7 +100,7 @@ func SBOM(bin, binSHA string, facts *BuildFacts, toolVersion string) ([]byte, er
 		SerialNumber: "urn:uuid:" + uuid.NewSHA1(sbomNamespace, []byte(binSHA)).String(),
 		Version:      1,
 		Metadata: cdxMetadata{
-			Tools: cdxTools{Components: []cdxComponent{{Type: "application", Name: "kiln", Version: toolVersion}}},
+			Tools: cdxTools{Components: []cdxComponent{toolComponent(kiln)}},
 			Component: cdxComponent{
 				Type:       "application",
 				BOMRef:     mainRef,
@@ -121,6 +130,20 @@ func SBOM(bin, binSHA string, facts *BuildFacts, toolVersion string) ([]byte, er
 		bom.Dependencies[0].DependsOn = append(bom.Dependencies[0].DependsOn, ref)
 	}
 	return marshal(bom)
+}
+
+// toolComponent is kiln as an SBOM tool: version, purl and, when known,
+// the SHA-256 its h1: sum carries.
+func toolComponent(kiln Tool) cdxComponent {
+	c := cdxComponent{Type: "application", Name: "kiln", Version: kiln.Version, Purl: Purl(manifest.ModulePath, kiln.Version)}
+	if kiln.Version == "devel" {
+		c.Purl = Purl(manifest.ModulePath, "")
+	}
+	if h := SumHex(kiln.Sum); h != "" {
+		c.Hashes = []cdxHash{{Alg: "SHA-256", Content: h}}
+		c.Properties = []cdxProperty{{Name: "kiln:go_sum", Value: kiln.Sum}}
+	}
+	return c
 }
 
 // SourceDate returns the time SOURCE_DATE_EPOCH names, or nil when it is

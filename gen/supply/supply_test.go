@@ -338,11 +338,11 @@ func TestSBOMFromBuildInfo(t *testing.T) {
 	}
 	sum, _ := FileSHA256(bin)
 	t.Setenv("SOURCE_DATE_EPOCH", "")
-	a, err := SBOM(bin, sum, facts, "v1.2.3")
+	a, err := SBOM(bin, sum, facts, Tool{Version: "v1.2.3"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := SBOM(bin, sum, facts, "v1.2.3")
+	b, _ := SBOM(bin, sum, facts, Tool{Version: "v1.2.3"})
 	if !bytes.Equal(a, b) {
 		t.Fatal("SBOM is not deterministic")
 	}
@@ -376,12 +376,12 @@ func TestSBOMFromBuildInfo(t *testing.T) {
 	}
 
 	t.Setenv("SOURCE_DATE_EPOCH", "1700000000")
-	c, _ := SBOM(bin, sum, facts, "v1.2.3")
+	c, _ := SBOM(bin, sum, facts, Tool{Version: "v1.2.3"})
 	if !bytes.Contains(c, []byte(`"timestamp": "2023-11-14T22:13:20Z"`)) {
 		t.Errorf("SOURCE_DATE_EPOCH not honoured:\n%s", c)
 	}
 	t.Setenv("SOURCE_DATE_EPOCH", "yesterday")
-	if _, err := SBOM(bin, sum, facts, "v"); err == nil || !strings.Contains(err.Error(), "SOURCE_DATE_EPOCH") {
+	if _, err := SBOM(bin, sum, facts, Tool{Version: "v"}); err == nil || !strings.Contains(err.Error(), "SOURCE_DATE_EPOCH") {
 		t.Errorf("bad SOURCE_DATE_EPOCH: %v", err)
 	}
 }

@@ -27,6 +27,9 @@ type Manifest struct {
 	Workflow Workflow `json:"workflow"`
 	// KilnVersion is the version of the kiln that generated the program.
 	KilnVersion string `json:"kiln_version"`
+	// KilnSum is that kiln's go.sum h1: hash: its module's from the
+	// module cache, or the dirhash of its source tree ("devel").
+	KilnSum string `json:"kiln_sum,omitempty"`
 	// GoVersion is the toolchain that built the binary (empty when the
 	// program was generated without building it; the binary then reports
 	// its own runtime version).
