@@ -15,6 +15,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kilnworks/kiln/capabilities/spec/reference"
 	"github.com/kilnworks/kiln/gen"
 	"github.com/kilnworks/kiln/runtime/cli"
 	"github.com/kilnworks/kiln/runtime/testtool"
@@ -343,6 +344,9 @@ base_url = %q
 	}
 	if len(body.Messages) != 1 || body.Messages[0].Role != "user" || !strings.Contains(body.Messages[0].Content, goal) {
 		t.Fatalf("the user message must carry the goal: %+v", body.Messages)
+	}
+	if !strings.Contains(body.System, string(reference.Markdown())) {
+		t.Error("the system prompt must carry the whole dialect reference (docs/reference.md's text)")
 	}
 	for _, want := range []string{"# Workflow dialect reference", "### shell_run", "| `path_from` | context path | yes |", "## Constraints"} {
 		if !strings.Contains(body.System, want) {
