@@ -71,14 +71,14 @@ func TestSignWhatGoBuildBuilt(t *testing.T) {
 		Metadata struct {
 			Tools struct {
 				Components []struct {
-					Name   string `json:"name"`
+					Name   string                     `json:"name"`
 					Hashes []struct{ Content string } `json:"hashes"`
 				} `json:"components"`
 			} `json:"tools"`
 		} `json:"metadata"`
 		Components []struct {
-			Name    string `json:"name"`
-			Version string `json:"version"`
+			Name    string                     `json:"name"`
+			Version string                     `json:"version"`
 			Hashes  []struct{ Content string } `json:"hashes"`
 		} `json:"components"`
 	}
