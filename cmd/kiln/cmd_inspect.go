@@ -20,6 +20,9 @@ func init() {
 }
 
 func runInspect(args []string, stdout, stderr io.Writer) int {
+	if inspectsRun(args) { // a run file, not a binary: cmd_inspect_run.go
+		return runInspectRun(args, stdout, stderr)
+	}
 	fl := flag.NewFlagSet("kiln inspect", flag.ContinueOnError)
 	fl.SetOutput(stderr)
 	asJSON := fl.Bool("json", false, "print a JSON report")
