@@ -418,3 +418,29 @@ func TestMCPStdioConfined(t *testing.T) {
 		t.Errorf("a server whose files are outside the policy answered: exit %d\n%s", run.Code, run.Stdout)
 	}
 }
+
+// TestCLIFilesConfined: what the CLI itself writes after confinement
+// (--record, --record-dir, --state-dir, a --log-target file) still works,
+// and the audit log file tells what was applied.
+func TestCLIFilesConfined(t *testing.T) {
+	requireLandlock(t)
+	l := newLayout(t)
+	input := filepath.Join(t.TempDir(), "input.json")
+	writeFile(t, input, `{"args":["`+l.in+`/file"]}`)
+	record := filepath.Join(t.TempDir(), "run.json")
+	tapes, state, logs := t.TempDir(), t.TempDir(), t.TempDir()
+	run := runChild(t, "cli", childSpec{Workflow: catWorkflow(l, "/bin/cat"), Args: []string{"--input", input,
+		"--record", record, "--record-dir", tapes, "--state-dir", state, "--log-target", "file:" + logs + "/audit.log", "--log-level", "info"}})
+	if run.Code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", run.Code, run.Stdout, run.Stderr)
+	}
+	if data, err := os.ReadFile(record); err != nil || !strings.Contains(string(data), "inside") {
+		t.Errorf("--record: %.200q, %v", data, err)
+	}
+	if entries, err := os.ReadDir(tapes); err != nil || len(entries) != 1 {
+		t.Errorf("--record-dir holds %d entries (%v), want one tape", len(entries), err)
+	}
+	if data, err := os.ReadFile(logs + "/audit.log"); err != nil || !strings.Contains(string(data), "sandbox.applied") || !strings.Contains(string(data), "workflow.completed") {
+		t.Errorf("audit log: %q, %v", data, err)
+	}
+}

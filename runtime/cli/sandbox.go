@@ -13,7 +13,8 @@ import (
 
 // sandboxRequest lists what the process touches after confinement beyond
 // its [policy]: the state directory, --input, log files, --record's
-// directory and, in serve mode, the --bind address (docs/sandbox.md).
+// directory, --record-dir and, in serve mode, the --bind address
+// (docs/sandbox.md).
 func sandboxRequest(s *settings, o Options, fs *flag.FlagSet, serve bool) confine.Request {
 	req := confine.Request{Workflow: o.Workflow, StateDir: s.stateDir}
 	if s.input != "" && s.input != "-" {
@@ -30,6 +31,9 @@ func sandboxRequest(s *settings, o Options, fs *flag.FlagSet, serve bool) confin
 	}
 	if s.record != "" {
 		req.WriteDirs = append(req.WriteDirs, filepath.Dir(s.record))
+	}
+	if s.rec.dir != "" {
+		req.WriteDirs = append(req.WriteDirs, s.rec.dir) // tapes: listed, written, pruned
 	}
 	if f := fs.Lookup("bind"); f != nil && serve {
 		req.Binds = append(req.Binds, f.Value.String())
