@@ -171,6 +171,9 @@ func assetKinds(wf *workflow.Workflow) map[string]string {
 			set(wf.Auth.OIDC[name].JWKSFile, "jwks")
 		}
 	}
+	if wf.Policy != nil && wf.Policy.Rego != nil {
+		set(wf.Policy.Rego.File, "policy") // [policy.rego]
+	}
 	for p := range wf.Assets {
 		set(p, "asset")
 	}
