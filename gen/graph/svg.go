@@ -20,7 +20,7 @@ func (g *Graph) SVG() ([]byte, error) {
 	root := layoutCluster(g.Root, true)
 	s := &svgWriter{ids: map[string]int{}}
 	titleH := lineHeight + 8
-	w, h := root.w, root.h+titleH
+	w, h := max(root.w, textWidth(shown(g.Name))+2*clusterPad), root.h+titleH
 	fmt.Fprintf(&s.b, `<svg xmlns="http://www.w3.org/2000/svg" width="%s" height="%s" viewBox="0 0 %s %s" font-family="Helvetica, Arial, sans-serif" font-size="%s">`+"\n",
 		num(w), num(h), num(w), num(h), num(fontSize))
 	s.b.WriteString(svgStyle)
