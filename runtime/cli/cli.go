@@ -556,6 +556,9 @@ func finish(rep *runtime.Report, s *settings, o Options, fail func(int, string, 
 	if rep.Outcome.Status == runtime.StatusErrored {
 		fmt.Fprintf(o.Stderr, "%s: %s\n", o.Prog, runtime.Redact(rep.Outcome.Reason))
 	}
+	if s.dryRun {
+		explainDryRun(o.Stderr, rep) // explain.go
+	}
 	if s.record != "" && !s.tapes.wrote(rep) { // a resumed run: its record, not a tape
 		data, err := rep.Record()
 		if err == nil {
