@@ -3,9 +3,16 @@ package deploy_test
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/kilnworks/kiln/gen/deploy"
 	appsv1 "k8s.io/api/apps/v1"
@@ -266,5 +273,63 @@ func TestK8sVolumesAndPorts(t *testing.T) {
 	}
 	if !slices.Equal(ports, []int{80, 8443}) {
 		t.Errorf("egress ports %v, want [80 8443]", ports)
+	}
+}
+
+// The sealed binary accepts the arguments the Deployment gives it: run
+// with them (the listen address moved to loopback), it becomes ready and
+// drains on SIGTERM.
+func TestK8sArgsRunTheBinary(t *testing.T) {
+	_, o, _ := k8sFor(t, "webhook")
+	args := slices.Clone(o.deployments[0].Spec.Template.Spec.Containers[0].Args)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	for i := range args {
+		switch args[i] {
+		case fmt.Sprintf(":%d", deploy.Port):
+			args[i] = addr
+		case deploy.StateDir:
+			args[i] = t.TempDir()
+		}
+	}
+	cmd := exec.Command(sealed(t, "webhook"), args...)
+	cmd.Env = append(os.Environ(), "GITHUB_WEBHOOK_SECRET=test-secret")
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+	})
+	ready := false
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && !ready; time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err == nil {
+			ready = resp.StatusCode == http.StatusOK
+			resp.Body.Close()
+		}
+	}
+	if !ready {
+		t.Fatalf("webhook %v never became ready:\n%s", args, stderr.String())
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		done <- err
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(time.Duration(deploy.GraceSecs) * time.Second):
+		t.Fatalf("still running %ds after SIGTERM", deploy.GraceSecs)
 	}
 }
