@@ -261,6 +261,7 @@ func (p *Pool) dialHTTP(s Server) (*conn, error) {
 		return nil, err
 	}
 	tr, err := transport.NewStreamableHTTP(s.URL,
+		//lint:ignore SA1019 the standalone GET stream is how legacy-protocol servers deliver notifications (see above)
 		transport.WithContinuousListening(),
 		transport.WithHTTPLogger(quiet),
 		transport.WithHTTPBasicClient(&http.Client{Transport: p.credentials(s, base)}),
@@ -380,4 +381,13 @@ func (c *conn) ping(ctx context.Context) error {
 		return resp.Error.AsError()
 	}
 	return nil
+}
+
+// subscribe sends resources/subscribe, the initialize-era request every
+// connection speaks (dial). mcp-go deprecates Client.Subscribe in favour
+// of Client.Listen, which exists only on 2026-07-28 connections and which
+// the reference server does not speak (see dialHTTP).
+func (c *conn) subscribe(ctx context.Context, uri string) error {
+	//lint:ignore SA1019 resources/subscribe is the legacy protocol's request; kiln pins that protocol
+	return c.client.Subscribe(ctx, mcp.SubscribeRequest{Params: mcp.SubscribeParams{URI: uri}})
 }

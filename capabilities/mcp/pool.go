@@ -209,7 +209,7 @@ func (p *Pool) Subscribe(ctx context.Context, server, uri string) error {
 	st.subs[uri] = true
 	p.mu.Unlock()
 	err = p.do(ctx, s.Name, "resources/subscribe", true, func(ctx context.Context, c *conn) error {
-		return c.client.Subscribe(ctx, mcp.SubscribeRequest{Params: mcp.SubscribeParams{URI: uri}})
+		return c.subscribe(ctx, uri)
 	})
 	if err != nil {
 		p.mu.Lock()
@@ -416,7 +416,7 @@ func (p *Pool) get(ctx context.Context, server string) (*conn, error) {
 	subs := runtime.SortedKeys(st.subs)
 	p.mu.Unlock()
 	for _, uri := range subs {
-		err := c.client.Subscribe(ctx, mcp.SubscribeRequest{Params: mcp.SubscribeParams{URI: uri}})
+		err := c.subscribe(ctx, uri)
 		if err != nil {
 			p.auditWarn("mcp.server.error", "server", s.Name, "uri", uri, "error", "renewing subscription: "+runtime.Redact(err.Error()))
 			continue
