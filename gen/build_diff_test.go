@@ -218,15 +218,6 @@ func buildSealed(t *testing.T, modDir, binDir string, cases []*diffCase) {
 	}
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 type diffRun struct {
 	code           int
 	stdout, stderr string

@@ -110,7 +110,7 @@ func TestEmitDeterministic(t *testing.T) {
 
 // TestWriteOutputRemovesStaleEmbeds regenerates into a directory that
 // holds an embed file the workflow no longer declares: it must go, since
-// go:embed of the folder would otherwise still ship it.
+// the folder's go:embed directive would otherwise still ship it.
 func TestWriteOutputRemovesStaleEmbeds(t *testing.T) {
 	plan := load(t, filepath.Join(goldenDir(t, "hello"), "input", "workflow.toml"), false)
 	out, err := gen.Emit(plan, gen.EmitOptions{})

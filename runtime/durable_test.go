@@ -20,10 +20,9 @@ import (
 //   - d_pause pauses for approval.
 //   - d_peek outputs the state of its own run's checkpoint file.
 var (
-	dMu        sync.Mutex
-	dSteps     []string
-	dFailed    = map[string]bool{}
-	dStateDirs = map[string]string{} // run id -> state dir, for d_peek
+	dMu     sync.Mutex
+	dSteps  []string
+	dFailed = map[string]bool{}
 )
 
 func init() {

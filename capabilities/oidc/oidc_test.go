@@ -54,10 +54,12 @@ func rsaJWK(kid string, k *rsa.PublicKey) map[string]any {
 }
 
 func ecJWK(kid string, k *ecdsa.PublicKey) map[string]any {
-	size := (k.Curve.Params().BitSize + 7) / 8
-	x, y := make([]byte, size), make([]byte, size)
-	k.X.FillBytes(x)
-	k.Y.FillBytes(y)
+	point, err := k.Bytes() // uncompressed: 0x04 || X || Y
+	if err != nil {
+		panic(err)
+	}
+	size := (len(point) - 1) / 2
+	x, y := point[1:1+size], point[1+size:]
 	return map[string]any{"kty": "EC", "kid": kid, "crv": k.Curve.Params().Name, "x": b64.EncodeToString(x), "y": b64.EncodeToString(y)}
 }
 

@@ -288,11 +288,11 @@ func TestNeedsFlagOnEveryCommand(t *testing.T) {
 		{"run", wf},
 		{"needs", wf},
 	} {
-		code, stdout, stderr := runInProcess(append(append([]string{}, cmd...), "--needs", broken)...)
+		code, _, stderr := runInProcess(append(append([]string{}, cmd...), "--needs", broken)...)
 		if code != cli.ExitUsage || !strings.Contains(stderr, broken) || !strings.Contains(stderr, "mystery") {
 			t.Errorf("%s with a bad catalog: exit %d, stderr %q", cmd[0], code, stderr)
 		}
-		code, stdout, stderr = runInProcess(append(append([]string{}, cmd...), "--needs", conflict)...)
+		code, stdout, stderr := runInProcess(append(append([]string{}, cmd...), "--needs", conflict)...)
 		if code != cli.ExitFailed || !strings.Contains(stdout+stderr, "/srv/data") || !strings.Contains(stdout+stderr, "conflict") {
 			t.Errorf("%s with conflicting needs: exit %d\nstdout %q\nstderr %q", cmd[0], code, stdout, stderr)
 		}
