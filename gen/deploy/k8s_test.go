@@ -260,6 +260,9 @@ func TestK8sVolumesAndPorts(t *testing.T) {
 	if m, ok := mounts["/etc/vault-agent/token"]; !ok || !m.ReadOnly || m.SubPath != "api-token" {
 		t.Errorf("file secret mount %+v", m)
 	}
+	if got := o.jobs[0].Annotations["kiln.dev/read-paths"]; got != "/srv/vault-config" {
+		t.Errorf("read-paths annotation %q", got)
+	}
 	if len(c.Env) != 1 || c.Env[0].Name != "PLAIN_KEY" {
 		t.Errorf("env %+v", c.Env)
 	}

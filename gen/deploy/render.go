@@ -23,6 +23,7 @@ var funcs = template.FuncMap{
 	"q":      quote,
 	"sdq":    sdQuote,
 	"indent": indent,
+	"join":   strings.Join,
 }
 
 // indent prefixes every line of s with n spaces (s starts with a newline,
