@@ -45,6 +45,14 @@ func TestInspectRunTimeline(t *testing.T) {
 		t.Fatalf("page is not self-contained or lacks the run:\n%.2000s", html)
 	}
 
+	// --workflow draws the graph with the run's path above the timeline.
+	if code, _, stderr := runKiln(t, "inspect", tp, "--html", page, "--workflow", wf); code != cli.ExitOK {
+		t.Fatalf("--workflow: exit %d: %s", code, stderr)
+	}
+	if data, _ := os.ReadFile(page); !strings.Contains(string(data), `<section id="graph"><svg`) {
+		t.Fatalf("no graph in the page")
+	}
+
 	// A plain run record (no tape version) still shows as a timeline.
 	rec := filepath.Join(t.TempDir(), "record.json")
 	os.WriteFile(rec, []byte(`{"workflow":"w","status":"completed","trace":{"execution_id":"x","entries":[
@@ -61,7 +69,7 @@ func TestInspectRunTimeline(t *testing.T) {
 	}
 	data, _ = os.ReadFile(side)
 	if !strings.Contains(string(data), `"label":"recorded"`) || !strings.Contains(string(data), `"label":"replayed"`) ||
-		!strings.Contains(string(data), `"divergence":{"step":1,"node":"greeting"`) {
+		!strings.Contains(string(data), `"divergence":{"step":1,"node":"greeting"`) || !strings.Contains(string(data), `<section id="graph"><svg`) {
 		t.Fatalf("side-by-side page:\n%.3000s", data)
 	}
 }

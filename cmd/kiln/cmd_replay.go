@@ -79,7 +79,12 @@ func replayPage(prog *runtime.Program, file, page string, stdout, stderr io.Writ
 	res.Tape = file
 	fmt.Fprint(stdout, runtime.Redact(res.Text()))
 	runs := []timeline.Run{{Label: "recorded", Tape: old}, {Label: "replayed", Tape: res.Replayed}}
-	if err := writePage(page, runs, res.Divergence); err != nil {
+	svg, err := pathGraph(prog.Workflow, res.Replayed) // the replayed workflow, its path
+	if err != nil {
+		fmt.Fprintf(stderr, "kiln replay: --html: %v\n", err)
+		return cli.ExitUsage
+	}
+	if err := writePage(page, runs, res.Divergence, svg); err != nil {
 		fmt.Fprintf(stderr, "kiln replay: --html: %v\n", err)
 		return cli.ExitUsage
 	}

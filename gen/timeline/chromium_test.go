@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kilnworks/kiln/gen"
+	"github.com/kilnworks/kiln/gen/graph"
 	"github.com/kilnworks/kiln/gen/timeline"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/tape"
@@ -55,7 +57,7 @@ func chromium(t *testing.T, bin, page, node, dir string) string {
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		defer cancel()
 		args := append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-			"--disable-background-networking", "--disable-component-update", "--disable-sync",
+			"--disable-background-networking", "--disable-component-update", "--disable-sync", "--enable-logging=stderr",
 			"--user-data-dir=" + t.TempDir(), "--virtual-time-budget=5000"}, extra...)
 		cmd := exec.CommandContext(ctx, bin, append(args, url)...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -68,6 +70,11 @@ func chromium(t *testing.T, bin, page, node, dir string) string {
 		}
 		if err != nil {
 			t.Fatalf("chromium %v: %v\n%s", extra, err, stderr.String())
+		}
+		// The page's policy blocks anything it did not pin: a refusal
+		// means part of the page did not work.
+		if strings.Contains(stderr.String(), "Content Security Policy") {
+			t.Fatalf("the page broke its own policy:\n%s", stderr.String())
 		}
 		return stdout.Bytes()
 	}
@@ -96,7 +103,7 @@ func TestPageInChromium(t *testing.T) {
 	dir := t.TempDir()
 	page := filepath.Join(dir, "run.html")
 	var b bytes.Buffer
-	if err := timeline.HTML(&b, []timeline.Run{{Label: "run.json", Tape: sample()}}, nil); err != nil {
+	if err := timeline.HTML(&b, []timeline.Run{{Label: "run.json", Tape: sample()}}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	os.WriteFile(page, b.Bytes(), 0o644)
@@ -135,8 +142,20 @@ func TestReplayPageInChromium(t *testing.T) {
 	nt.Attempts[5].Output = map[string]any{"rendered": "a changed summary"}
 	div := &tape.Divergence{Step: 3, Node: "summary", What: "output",
 		Old: map[string]any{"rendered": "the summary output 42"}, New: map[string]any{"rendered": "a changed summary"}}
+	wf, err := gen.Decode("sample.toml", []byte(sampleTOML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := graph.Build(wf, graph.Options{Path: &graph.Path{Nodes: []string{"fetch", "check", "step", "step", "summary"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svg, err := g.SVG()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var b bytes.Buffer
-	if err := timeline.HTML(&b, []timeline.Run{{Label: "recorded", Tape: old}, {Label: "replayed", Tape: nt}}, div); err != nil {
+	if err := timeline.HTML(&b, []timeline.Run{{Label: "recorded", Tape: old}, {Label: "replayed", Tape: nt}}, div, svg); err != nil {
 		t.Fatal(err)
 	}
 	page := filepath.Join(dir, "replay.html")
@@ -144,6 +163,9 @@ func TestReplayPageInChromium(t *testing.T) {
 	dom := chromium(t, bin, page, "summary", dir)
 	if n := strings.Count(dom, `class="lane"`); n != 2 {
 		t.Fatalf("%d lanes", n)
+	}
+	if !strings.Contains(dom, `<section id="graph"><svg`) || !regexp.MustCompile(`class="[^"]*\bvisited\b`).MatchString(dom) {
+		t.Fatalf("no graph with the run's path:\n%s", dom)
 	}
 	if !regexp.MustCompile(`class="bar[^"]*\bdiverged\b[^"]*"[^>]*data-node="summary"`).MatchString(dom) {
 		t.Fatalf("diverging bar not marked:\n%s", dom)
@@ -155,3 +177,41 @@ func TestReplayPageInChromium(t *testing.T) {
 		t.Fatalf("compare: old %q new %q", o, n)
 	}
 }
+
+// sampleTOML is the workflow sample() ran.
+const sampleTOML = `
+name = "sample"
+[[start_nodes]]
+name = "main"
+source = "manual"
+[[nodes]]
+id = "fetch"
+type = "template_render"
+template = "x"
+[[nodes]]
+id = "check"
+type = "condition"
+expr = "fetch.rendered"
+[[nodes]]
+id = "step"
+type = "template_render"
+template = "y"
+[[nodes]]
+id = "summary"
+type = "template_render"
+template = "z"
+[[edges]]
+from = "fetch"
+to = "check"
+[[edges]]
+from = "check"
+to = "step"
+when = "true"
+[[edges]]
+from = "step"
+to = "step"
+max_iterations = 1
+[[edges]]
+from = "step"
+to = "summary"
+`

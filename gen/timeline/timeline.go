@@ -14,6 +14,7 @@ import (
 	"html"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 	"text/tabwriter"
 
@@ -103,11 +104,13 @@ var pageJS string
 var pageCSS string
 
 // HTML writes the page for runs (one, or the recorded and the replayed
-// side by side); div, when set, marks where the replay diverged. Every
+// side by side); div, when set, marks where the replay diverged; svg,
+// when set, is the workflow's graph with the run's path (gen/graph, which
+// escapes every user text) shown above the timeline. Every
 // value the run holds reaches the page as JSON data that the script shows
 // as text only, and the page's policy forbids any other script or any
 // load, so a node output cannot inject markup or call out.
-func HTML(w io.Writer, runs []Run, div *tape.Divergence) error {
+func HTML(w io.Writer, runs []Run, div *tape.Divergence, svg []byte) error {
 	data := pageData{Runs: make([]laneData, len(runs)), Divergence: div}
 	title := "kiln run"
 	for i, r := range runs {
@@ -123,9 +126,19 @@ func HTML(w io.Writer, runs []Run, div *tape.Divergence) error {
 		return err
 	}
 	js = runtime.RedactJSON(js)
+	styles := "'" + hash(pageCSS) + "'"
+	graphHTML := ""
+	if len(svg) > 0 {
+		graphHTML = `<section id="graph">` + string(svg) + `</section>`
+		// The graph's own style element is allowed by its hash too.
+		for _, m := range styleRE.FindAllStringSubmatch(string(svg), -1) {
+			styles += " '" + hash(m[1]) + "'"
+		}
+	}
 	page := strings.NewReplacer(
 		"{{TITLE}}", html.EscapeString(title),
-		"{{CSP}}", fmt.Sprintf("default-src 'none'; img-src data:; style-src '%s'; script-src '%s'", hash(pageCSS), hash(pageJS)),
+		"{{CSP}}", fmt.Sprintf("default-src 'none'; img-src data:; style-src %s; script-src '%s'", styles, hash(pageJS)),
+		"{{GRAPH}}", graphHTML,
 		"{{CSS}}", pageCSS,
 		"{{JS}}", pageJS,
 		"{{DATA}}", string(js),
@@ -133,6 +146,8 @@ func HTML(w io.Writer, runs []Run, div *tape.Divergence) error {
 	_, err = io.WriteString(w, page)
 	return err
 }
+
+var styleRE = regexp.MustCompile(`(?s)<style>(.*?)</style>`)
 
 // hash is the CSP source of an inline element's text.
 func hash(s string) string {
