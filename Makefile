@@ -17,7 +17,7 @@ build:
 
 # tools: external programs that interop tests use (Go and npm tools into
 # .cache, Debian packages system-wide).
-tools: cosign mcp-everything deb-tools
+tools: cosign mcp-everything mermaid-parser deb-tools
 
 # deb-tools: Debian packages that interop tests drive, as COMMAND=PACKAGE
 # pairs; a package is installed only when its command is missing, with one
@@ -108,6 +108,23 @@ mcp-everything:
 		echo "installing @modelcontextprotocol/server-everything $(MCP_EVERYTHING_VERSION) into $(NPM_DIR)"; \
 		mkdir -p $(NPM_DIR) && cp testdata/mcp/npm/package.json testdata/mcp/npm/package-lock.json $(NPM_DIR)/ && \
 		npm ci --prefix $(NPM_DIR) --no-audit --no-fund --ignore-scripts; \
+	fi
+
+# mermaid-parser: Mermaid's own parser (and jsdom, which it needs outside
+# a browser) for gen/graph's TestMermaidParses, pinned by
+# gen/graph/testdata/mermaid/package-lock.json and installed with npm into
+# .cache/mermaid (install scripts off), like mcp-everything.
+MERMAID_DIR := $(CACHE)/mermaid
+.PHONY: mermaid-parser
+mermaid-parser:
+	@if ! command -v npm >/dev/null 2>&1; then \
+		if [ "$$CI" = true ]; then echo "npm not found: CI=true needs it for the Mermaid parser test"; exit 1; fi; \
+		echo "npm not found: the Mermaid parser test will skip (and fail with CI=true)"; \
+	elif cmp -s gen/graph/testdata/mermaid/package-lock.json $(MERMAID_DIR)/package-lock.json && \
+		test -f $(MERMAID_DIR)/node_modules/mermaid/package.json; then :; else \
+		echo "installing Mermaid's parser into $(MERMAID_DIR)"; \
+		mkdir -p $(MERMAID_DIR) && cp gen/graph/testdata/mermaid/package.json gen/graph/testdata/mermaid/package-lock.json $(MERMAID_DIR)/ && \
+		npm ci --prefix $(MERMAID_DIR) --no-audit --no-fund --ignore-scripts; \
 	fi
 
 vet:
