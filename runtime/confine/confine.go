@@ -141,8 +141,9 @@ func Current() *Report {
 const required = "required"
 
 // Wanted reports whether a workflow tree is confined at start-up, and
-// why not. Every workflow in it must have a [policy] (one without allows
-// everything). Then a [sandbox] block decides; without one, the tree is
+// why not. The root workflow must have a [policy] (one without allows
+// everything; child workflows run under the root's). Then a [sandbox]
+// block decides; without one, the tree is
 // confined when it starts child processes (shell commands, MCP stdio
 // servers, command secrets) or reaches the network: there kiln's own
 // checks end at the exec or the dial, and the sealed binaries that do
