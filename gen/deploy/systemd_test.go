@@ -80,7 +80,7 @@ func TestSystemdFromNeeds(t *testing.T) {
 	unit := string(files[0].Data)
 	for _, want := range []string{"\nPrivateNetwork=yes\n", "\nRestrictAddressFamilies=AF_UNIX\n", "\nIPAddressDeny=any\n",
 		"\nDynamicUser=yes\n", "\nCapabilityBoundingSet=\n", "\nNoNewPrivileges=yes\n", "\nProtectSystem=strict\n",
-		"\nSystemCallFilter=@system-service\n", "\nExecReload=/bin/kill -HUP $MAINPID\n"} {
+		"\nSystemCallFilter=@system-service landlock_create_ruleset landlock_add_rule landlock_restrict_self\n", "\nExecReload=/bin/kill -HUP $MAINPID\n"} {
 		if !strings.Contains(unit, want) {
 			t.Errorf("hello.service lacks %q", strings.TrimSpace(want))
 		}
