@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/runtime/policy"
 )
 
 // replaySource answers a replayed run's outside requests from a tape. A
@@ -64,6 +65,10 @@ func (s *replaySource) answer(c *runtime.Call, x *Interaction) (any, error) {
 		}
 		s.used[i] = true
 		x.Response = old.Response
+		if old.Error != nil && old.Error.Denial != nil {
+			d := old.Error.Denial
+			return nil, &policy.Denial{What: d.What, Target: d.Target, Reason: d.Reason, Source: d.Source}
+		}
 		if old.Error != nil && old.Error.Class == "" {
 			return nil, errors.New(old.Error.Message)
 		}

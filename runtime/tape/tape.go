@@ -17,6 +17,7 @@ import (
 	"os"
 
 	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/runtime/policy"
 )
 
 // Version is the tape format this package writes and reads.
@@ -73,15 +74,29 @@ type Interaction struct {
 	Error    *Err            `json:"error,omitempty"`
 }
 
-// Err is a recorded failure: its engine class and message.
+// Err is a recorded failure: its engine class and message, or the policy
+// denial it was (Denial), so a replay fails the same way.
 type Err struct {
-	Class   string `json:"class"`
-	Message string `json:"message"`
+	Class   string  `json:"class"`
+	Message string  `json:"message"`
+	Denial  *Denial `json:"denial,omitempty"`
+}
+
+// Denial is a recorded policy denial (policy.Denial).
+type Denial struct {
+	What   string `json:"what"`
+	Target string `json:"target"`
+	Reason string `json:"reason"`
+	Source string `json:"source,omitempty"`
 }
 
 func errOf(err error) *Err {
 	if err == nil {
 		return nil
+	}
+	if d := (*policy.Denial)(nil); errors.As(err, &d) {
+		return &Err{Class: string(runtime.ClassPolicy), Message: d.Error(),
+			Denial: &Denial{What: d.What, Target: d.Target, Reason: d.Reason, Source: d.Source}}
 	}
 	var e *runtime.Error
 	if !errors.As(err, &e) {

@@ -3,6 +3,7 @@ package tape_test
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -10,7 +11,9 @@ import (
 	_ "github.com/kilnworks/kiln/capabilities/env"
 	"github.com/kilnworks/kiln/gen"
 	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/runtime/policy"
 	"github.com/kilnworks/kiln/runtime/tape"
+	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
 // chain is a workflow of n read_env nodes in a row, each one outside
@@ -131,5 +134,39 @@ func BenchmarkReplay1000(b *testing.B) {
 		if err != nil || !res.Same {
 			b.Fatalf("%v %+v", err, res)
 		}
+	}
+}
+
+func init() {
+	// tape_test_outside makes one outside request whose answer is a policy
+	// denial (as a file read that meets a symlink out of its root is).
+	runtime.RegisterNode(runtime.NodeKind{Kind: "tape_test_outside", Family: "tapetest",
+		Prepare: func(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, error) {
+			return func(ctx context.Context, c *runtime.Call) (runtime.Result, error) {
+				return runtime.Interact(ctx, c, "test.read", map[string]any{"path": "/x"}, func() (runtime.Result, error) {
+					return runtime.Result{}, &policy.Denial{What: "fs.read", Target: "/x", Reason: "a symlink leads outside"}
+				})
+			}, nil
+		}})
+}
+
+// A recorded denial replays as a denial: same outcome, class and count.
+func TestReplayDenial(t *testing.T) {
+	wf := &workflow.Workflow{Name: "deny", Nodes: []workflow.Node{{ID: "read", Type: "tape_test_outside"}},
+		StartNodes: []workflow.StartNode{{Name: "main", EntryNode: "read"}}}
+	p, err := runtime.Compile(wf, runtime.CompileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := recordRun(t, p)
+	if tp.Interactions[0].Error == nil || tp.Interactions[0].Error.Denial == nil || !regexp.MustCompile(`"error_class":\s*"policy"`).Match(tp.Detail) {
+		t.Fatalf("recorded: %+v %s", tp.Interactions[0].Error, tp.Detail)
+	}
+	res, err := tape.Replay(context.Background(), p, tp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Same || res.Replayed.Cost["policy_denials"] != int64(1) {
+		t.Fatalf("replay: %s cost %v", res.Text(), res.Replayed.Cost)
 	}
 }
