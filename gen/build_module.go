@@ -63,9 +63,9 @@ func (src *KilnSource) Identity() (version, sum string) {
 
 // TreeHash is the h1: hash (golang.org/x/mod/sumdb/dirhash, as go.sum
 // uses) of a kiln source tree's files: every regular file, except in
-// folders whose name starts with "." or "_" (.git, .cache: not source)
-// and in nested modules (a folder with its own go.mod), which is what a
-// module zip of the tree holds besides those folders.
+// folders whose name starts with "." or "_" (.git, .cache: not source),
+// in nested modules (a folder with its own go.mod), and compiled programs
+// (a `go build ./cmd/kiln` output left in the tree is not source).
 func TreeHash(dir string) (string, error) {
 	var files []string
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -89,7 +89,13 @@ func TreeHash(dir string) (string, error) {
 			return nil
 		}
 		if d.Type().IsRegular() {
-			files = append(files, filepath.ToSlash(rel))
+			exe, err := isExecutable(p)
+			if err != nil {
+				return err
+			}
+			if !exe {
+				files = append(files, filepath.ToSlash(rel))
+			}
 		}
 		return nil
 	})
@@ -107,6 +113,25 @@ func TreeHash(dir string) (string, error) {
 		return "", fmt.Errorf("hash kiln's source tree %s: %w", dir, err)
 	}
 	return sum, nil
+}
+
+// isExecutable reports whether a file starts like a compiled program
+// (ELF, Mach-O, PE).
+func isExecutable(path string) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	var head [4]byte
+	n, _ := io.ReadFull(f, head[:])
+	b := head[:n]
+	for _, magic := range [][]byte{{0x7f, 'E', 'L', 'F'}, {0xcf, 0xfa, 0xed, 0xfe}, {0xfe, 0xed, 0xfa, 0xcf}, {0xca, 0xfe, 0xba, 0xbe}, {'M', 'Z'}} {
+		if bytes.HasPrefix(b, magic) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // GeneratorIdentity names the running kiln for what it generates without
