@@ -11,6 +11,7 @@ import (
 
 	"github.com/kilnworks/kiln/capabilities/llm/mock"
 	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/runtime/testtool"
 
 	_ "github.com/kilnworks/kiln/capabilities/httpclient"
 	_ "github.com/kilnworks/kiln/capabilities/shell"
@@ -145,7 +146,7 @@ instructions = "Check health"
 func TestAgentShellTool(t *testing.T) {
 	echo, err := filepath.EvalSymlinks("/bin/echo")
 	if err != nil {
-		t.Skip("no /bin/echo")
+		testtool.Missing(t, "no /bin/echo: %v", err)
 	}
 	_, sock := startMock(t, &mock.Script{Turns: []mock.Turn{
 		turn(`{"tool": "shell_run", "args": {"command": "/bin/sh", "args": ["-c", "touch /tmp/kiln-pwned"]}}`, 1, 1),

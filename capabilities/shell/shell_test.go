@@ -16,6 +16,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/runtime/testtool"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
@@ -25,7 +26,7 @@ func sh(t *testing.T) string {
 	t.Helper()
 	p, err := filepath.EvalSymlinks("/bin/sh")
 	if err != nil {
-		t.Skip("no /bin/sh")
+		testtool.Missing(t, "no /bin/sh: %v", err)
 	}
 	return p
 }

@@ -198,10 +198,7 @@ func TestBuildSignVerify(t *testing.T) {
 		t.Fatalf("kiln sign: exit %d\n%s%s", code, out, errOut)
 	}
 	t.Run("cosign verify-blob", func(t *testing.T) {
-		cosign := filepath.Join(kilnRoot(t), ".cache", "bin", "cosign")
-		if _, err := os.Stat(cosign); err != nil {
-			t.Skipf("cosign CLI not installed at %s (run `make tools`)", cosign)
-		}
+		cosign := testtool.CacheBin(t, "cosign") // fails under CI=true when missing
 		code, out := exe(t, []string{"HOME=" + t.TempDir()}, cosign, "verify-blob", "--key", pub, "--signature", bin+".sig", "--insecure-ignore-tlog=true", bin)
 		if code != 0 || !strings.Contains(out, "Verified OK") {
 			t.Fatalf("cosign verify-blob: exit %d\n%s", code, out)
