@@ -54,6 +54,9 @@ type route struct {
 	entry *Entry // the entry of an entry link
 	items []*item
 	loop  bool // a loop edge, or an edge against the layering
+	// Edges joining the same two items are spread apart: this is the
+	// route's place among them and their number.
+	twin, twins int
 }
 
 type clusterLayout struct {
@@ -157,7 +160,27 @@ func layoutCluster(c *Cluster, top bool) *clusterLayout {
 	l.layer()
 	l.order()
 	l.place()
+	l.spreadTwins()
 	return l
+}
+
+// spreadTwins numbers the routes that join the same two items, so their
+// paths and labels do not lie on top of each other.
+func (l *clusterLayout) spreadTwins() {
+	type pair struct{ from, to *item }
+	groups := map[pair][]*route{}
+	for _, r := range l.routes {
+		k := pair{r.items[0], r.items[len(r.items)-1]}
+		groups[k] = append(groups[k], r)
+	}
+	for _, r := range l.routes {
+		g := groups[pair{r.items[0], r.items[len(r.items)-1]}]
+		for i, o := range g {
+			if o == r {
+				r.twin, r.twins = i, len(g)
+			}
+		}
+	}
 }
 
 // layer assigns longest-path layers over the plain edges (Kahn's order;

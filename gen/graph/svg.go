@@ -21,7 +21,7 @@ func (g *Graph) SVG() ([]byte, error) {
 	s := &svgWriter{ids: map[string]int{}}
 	titleH := lineHeight + 8
 	w, h := max(root.w, textWidth(shown(g.Name))+2*clusterPad), root.h+titleH
-	fmt.Fprintf(&s.b, `<svg xmlns="http://www.w3.org/2000/svg" width="%s" height="%s" viewBox="0 0 %s %s" font-family="Helvetica, Arial, sans-serif" font-size="%s">`+"\n",
+	fmt.Fprintf(&s.b, `<svg xmlns="http://www.w3.org/2000/svg" class="kiln-graph" width="%s" height="%s" viewBox="0 0 %s %s" font-family="Helvetica, Arial, sans-serif" font-size="%s">`+"\n",
 		num(w), num(h), num(w), num(h), num(fontSize))
 	s.b.WriteString(svgStyle)
 	fmt.Fprintf(&s.b, `<title>%s</title>`+"\n", esc(Visible(g.Name)))
@@ -31,27 +31,29 @@ func (g *Graph) SVG() ([]byte, error) {
 	return s.b.Bytes(), nil
 }
 
+// svgStyle is scoped to the drawing (.kiln-graph), so a page that
+// embeds the SVG inline keeps its own styles, and the drawing its own.
 const svgStyle = `<defs>
-<marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="context-stroke"/></marker>
+<marker id="kiln-graph-arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="context-stroke"/></marker>
 </defs>
 <style>
-.node>.box{stroke-width:1.2}
-.input>.box{fill:#e8f1fb;stroke:#3a6ea5}
-.transform>.box{fill:#eef7ee;stroke:#4a8a4a}
-.intelligence>.box{fill:#f4ecfa;stroke:#7a4fa0}
-.action>.box{fill:#fdf1e4;stroke:#b8732e}
-.control>.box{fill:#f2f2f2;stroke:#555}
-.deadend>.box{stroke:#c62828;stroke-width:2;stroke-dasharray:5 3}
-.visited>.box{stroke:#1565c0;stroke-width:3}
-.failed>.box{fill:#fde0e0;stroke:#c62828;stroke-width:3}
-.entry>.box{fill:#fff;stroke:#333;stroke-dasharray:2 2}
-.cluster>.frame{fill:none;stroke:#888;stroke-dasharray:4 3}
-.edge>path,.entry-link>path{fill:none;stroke:#555;stroke-width:1.2;marker-end:url(#arrow)}
-.edge.loop>path{stroke:#8e24aa;stroke-dasharray:6 4}
-.edge.taken>path{stroke:#1565c0;stroke-width:3}
-text{fill:#222}
-.label{font-size:10px;paint-order:stroke;stroke:#fff;stroke-width:3px}
-.kind{fill:#555}
+.kiln-graph .node>.box{stroke-width:1.2}
+.kiln-graph .input>.box{fill:#e8f1fb;stroke:#3a6ea5}
+.kiln-graph .transform>.box{fill:#eef7ee;stroke:#4a8a4a}
+.kiln-graph .intelligence>.box{fill:#f4ecfa;stroke:#7a4fa0}
+.kiln-graph .action>.box{fill:#fdf1e4;stroke:#b8732e}
+.kiln-graph .control>.box{fill:#f2f2f2;stroke:#555}
+.kiln-graph .deadend>.box{stroke:#c62828;stroke-width:2;stroke-dasharray:5 3}
+.kiln-graph .visited>.box{stroke:#1565c0;stroke-width:3}
+.kiln-graph .failed>.box{fill:#fde0e0;stroke:#c62828;stroke-width:3}
+.kiln-graph .entry>.box{fill:#fff;stroke:#333;stroke-dasharray:2 2}
+.kiln-graph .cluster>.frame{fill:none;stroke:#888;stroke-dasharray:4 3}
+.kiln-graph .edge>path,.kiln-graph .entry-link>path{fill:none;stroke:#555;stroke-width:1.2;marker-end:url(#kiln-graph-arrow)}
+.kiln-graph .edge.loop>path{stroke:#8e24aa;stroke-dasharray:6 4}
+.kiln-graph .edge.taken>path{stroke:#1565c0;stroke-width:3}
+.kiln-graph text{fill:#222}
+.kiln-graph .label{font-size:10px;paint-order:stroke;stroke:#fff;stroke-width:3px}
+.kiln-graph .kind{fill:#555}
 </style>
 `
 
@@ -184,18 +186,21 @@ func (s *svgWriter) route(l *clusterLayout, r *route, at point) {
 	from, to := r.items[0], r.items[len(r.items)-1]
 	var d string
 	var labelAt point
+	// Twins (edges joining the same two boxes) are spread apart.
+	spread := float64(r.twin) - float64(r.twins-1)/2
 	if r.loop {
-		sx, sy := at.x+from.x+from.w, at.y+from.y+from.h/2
-		tx, ty := at.x+to.x+to.w, at.y+to.y+to.h/2
-		bend := at.x + l.w - loopMargin/2
+		sx, sy := at.x+from.x+from.w, at.y+from.y+from.h/2+spread*8
+		tx, ty := at.x+to.x+to.w, at.y+to.y+to.h/2+spread*8
+		bend := at.x + l.w - loopMargin/2 + spread*12
 		d = fmt.Sprintf("M%s,%s C%s,%s %s,%s %s,%s", num(sx), num(sy), num(bend), num(sy), num(bend), num(ty), num(tx), num(ty))
 		labelAt = point{(sx + tx + 2*bend) / 4, (sy + ty) / 2}
 	} else {
-		pts := []point{{at.x + from.x + from.w/2, at.y + from.y + from.h}}
+		dx := spread * min(16, from.w/(float64(r.twins)+1), to.w/(float64(r.twins)+1))
+		pts := []point{{at.x + from.x + from.w/2 + dx, at.y + from.y + from.h}}
 		for _, v := range r.items[1 : len(r.items)-1] {
-			pts = append(pts, point{at.x + v.x + v.w/2, at.y + v.y})
+			pts = append(pts, point{at.x + v.x + v.w/2 + dx, at.y + v.y})
 		}
-		pts = append(pts, point{at.x + to.x + to.w/2, at.y + to.y})
+		pts = append(pts, point{at.x + to.x + to.w/2 + dx, at.y + to.y})
 		var b strings.Builder
 		for i, p := range pts {
 			if i == 0 {
@@ -206,7 +211,7 @@ func (s *svgWriter) route(l *clusterLayout, r *route, at point) {
 			b.WriteString(num(p.x) + "," + num(p.y))
 		}
 		d = b.String()
-		labelAt = point{(pts[0].x + pts[1].x) / 2, (pts[0].y+pts[1].y)/2 + 4}
+		labelAt = point{(pts[0].x + pts[1].x) / 2, (pts[0].y+pts[1].y)/2 + 4 + spread*12}
 	}
 	if r.edge == nil {
 		e := r.entry
