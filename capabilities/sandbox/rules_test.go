@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kilnworks/kiln/capabilities/catalog"
 	"github.com/kilnworks/kiln/runtime/confine"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
@@ -172,4 +173,25 @@ func TestApplyCost(t *testing.T) {
 	slices.Sort(ns)
 	t.Logf("confine.Apply over %d processes: median %d µs, min %d µs, max %d µs",
 		len(ns), ns[len(ns)/2]/1000, ns[0]/1000, ns[len(ns)-1]/1000)
+}
+
+// TestCatalogLinksByWanted: the generator links this family exactly when
+// the runtime would confine (confine.Wanted), so a sealed binary never
+// lacks the family it needs, and hello-sized binaries do not carry it.
+func TestCatalogLinksByWanted(t *testing.T) {
+	terminate := []workflow.Node{{ID: "done", Type: "terminate"}}
+	shell := &workflow.Workflow{Nodes: terminate, Policy: &workflow.Policy{Shell: &workflow.ShellPolicy{Commands: []string{"/bin/true"}}}}
+	fsOnly := &workflow.Workflow{Nodes: terminate, Policy: &workflow.Policy{FS: &workflow.FSPolicy{Write: []string{"/tmp/x/**"}}}}
+	declared := &workflow.Workflow{Nodes: terminate, Policy: fsOnly.Policy, Sandbox: &workflow.Sandbox{Landlock: "required"}}
+	off := &workflow.Workflow{Nodes: terminate, Policy: shell.Policy, Sandbox: &workflow.Sandbox{Landlock: "off"}}
+	for _, wf := range []*workflow.Workflow{shell, fsOnly, declared, off} {
+		u, err := catalog.Used(wf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := confine.Wanted(wf)
+		if got := slices.Contains(u.Families, "sandbox"); got != want {
+			t.Errorf("families %v: sandbox linked %v, confine.Wanted %v", u.Families, got, want)
+		}
+	}
 }
