@@ -1,8 +1,10 @@
 package deploy
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -10,6 +12,8 @@ import (
 
 	cronspec "github.com/kilnworks/kiln/capabilities/cron/spec"
 	"github.com/kilnworks/kiln/runtime/testtool"
+	batchv1 "k8s.io/api/batch/v1"
+	"sigs.k8s.io/yaml"
 )
 
 var elapse = regexp.MustCompile(`(?m)^\s+(?:Next elapse|Iter\. #\d+): (.+)$`)
@@ -65,5 +69,67 @@ func TestCronRefusesWhatDoesNotTranslate(t *testing.T) {
 		if sc, err := translateCron(expr); err == nil {
 			t.Errorf("%q translated to %+v, want an error", expr, sc)
 		}
+	}
+}
+
+// Several cron triggers give one CronJob and one service + timer pair
+// each, every one starting its own trigger's start node.
+func TestSeveralSchedules(t *testing.T) {
+	sp := &Spec{Name: "multi", Workflow: "multi", ManifestDigest: "sha256:" + strings.Repeat("0", 64), KilnVersion: "devel",
+		Mode: ModeCron, Port: Port, DrainSecs: DrainSecs, GraceSecs: GraceSecs, UID: UID}
+	for _, c := range []struct{ expr, start string }{{"0 6 * * *", "morning"}, {"0 18 * * 1-5", "evening"}} {
+		sc, err := translateCron(c.expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc.StartNode = c.start
+		sp.Schedules = append(sp.Schedules, sc)
+	}
+	files, err := K8s(sp, "multi@sha256:"+strings.Repeat("1", 64), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := strings.Split(string(files[0].Data), "\n---\n")
+	var jobs []batchv1.CronJob
+	for _, d := range docs[1:] {
+		if strings.Contains(d, "\nkind: CronJob\n") {
+			var cj batchv1.CronJob
+			if err := yaml.UnmarshalStrict([]byte(d), &cj); err != nil {
+				t.Fatalf("%v\n%s", err, d)
+			}
+			jobs = append(jobs, cj)
+		}
+	}
+	if len(jobs) != 2 || jobs[0].Name != "multi-1" || jobs[1].Name != "multi-2" ||
+		strings.Join(jobs[1].Spec.JobTemplate.Spec.Template.Spec.Containers[0].Args, " ") != "--start evening once" ||
+		jobs[1].Spec.Schedule != "0 18 * * 1-5" {
+		t.Fatalf("cron jobs: %+v", jobs)
+	}
+
+	sa := testtool.Command(t, "systemd-analyze")
+	self, err := os.Executable() // any existing file will do for ExecStart
+	if err != nil {
+		t.Fatal(err)
+	}
+	units, err := Systemd(sp, self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if _, err := WriteFiles(dir, units); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, u := range units {
+		names = append(names, u.Name)
+		if out, err := exec.Command(sa, "verify", filepath.Join(dir, u.Name)).CombinedOutput(); err != nil || len(bytes.TrimSpace(out)) > 0 {
+			t.Errorf("verify %s: %v\n%s", u.Name, err, out)
+		}
+	}
+	if strings.Join(names, " ") != "multi-1.service multi-1.timer multi-2.service multi-2.timer" {
+		t.Fatalf("units %v", names)
+	}
+	if !strings.Contains(string(units[2].Data), "--start evening once\n") || !strings.Contains(string(units[3].Data), "Unit=multi-2.service\n") {
+		t.Errorf("multi-2 units:\n%s\n%s", units[2].Data, units[3].Data)
 	}
 }

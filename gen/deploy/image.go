@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -138,10 +139,10 @@ func tarOf(files []tarFile) ([]byte, error) {
 		}
 		entries = append(entries, f)
 	}
-	sortTar(entries)
+	sort.Slice(entries, func(i, j int) bool { return entries[i].path < entries[j].path })
 	for _, e := range entries {
-		h := &tar.Header{Name: e.path, Mode: e.mode, ModTime: Epoch, Uname: "", Gname: "", Format: tar.FormatPAX}
-		h.Format = tar.FormatUSTAR
+		// USTAR: no PAX records (which could carry access times).
+		h := &tar.Header{Name: e.path, Mode: e.mode, ModTime: Epoch, Format: tar.FormatUSTAR}
 		if e.path[len(e.path)-1] == '/' {
 			h.Typeflag = tar.TypeDir
 		} else {
@@ -158,14 +159,6 @@ func tarOf(files []tarFile) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
-}
-
-func sortTar(es []tarFile) {
-	for i := 1; i < len(es); i++ {
-		for j := i; j > 0 && es[j].path < es[j-1].path; j-- {
-			es[j], es[j-1] = es[j-1], es[j]
-		}
-	}
 }
 
 // WriteLayout writes img as an OCI image layout in dir (tagged ref in
