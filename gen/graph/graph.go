@@ -81,8 +81,12 @@ type Path struct {
 	// Nodes are the node ids the run visited, in order (a node may repeat
 	// in a loop).
 	Nodes []string
+	// Branches, when set, are the branch labels the nodes of Nodes took
+	// ("" none; the trace's branch of each entry), one per node, so the
+	// edges taken are told apart when several join the same two nodes.
+	Branches []string
 	// Edges are the edges the run took. nil takes each consecutive pair
-	// of Nodes.
+	// of Nodes (with its branch, when Branches is set).
 	Edges []Step
 	// Failed is the node the run failed at ("" none).
 	Failed string
@@ -420,16 +424,26 @@ func applyPath(c *Cluster, p *Path) error {
 		}
 		n.Visited, n.Failed = true, true
 	}
+	if p.Branches != nil && len(p.Branches) != len(p.Nodes) {
+		return fmt.Errorf("graph: run path: %d branches for %d nodes", len(p.Branches), len(p.Nodes))
+	}
 	steps := p.Edges
+	exact := p.Branches != nil
 	if steps == nil {
 		for i := 1; i < len(p.Nodes); i++ {
-			steps = append(steps, Step{From: p.Nodes[i-1], To: p.Nodes[i]})
+			s := Step{From: p.Nodes[i-1], To: p.Nodes[i]}
+			if exact {
+				s.When = p.Branches[i-1]
+			}
+			steps = append(steps, s)
 		}
+	} else {
+		exact = false
 	}
 	for _, s := range steps {
 		found := false
 		for _, e := range c.Edges {
-			if e.From.ID == s.From && e.To.ID == s.To && (s.When == "" || e.When == s.When) {
+			if e.From.ID == s.From && e.To.ID == s.To && (e.When == s.When || (!exact && s.When == "")) {
 				e.Taken, found = true, true
 			}
 		}

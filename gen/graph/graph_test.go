@@ -310,6 +310,37 @@ func TestPath(t *testing.T) {
 		t.Errorf("mermaid linkStyle of taken edges missing:\n%s", g.Mermaid())
 	}
 
+	// With branches, only the edge of the branch taken is marked.
+	twins := &workflow.Workflow{Name: "twins",
+		Nodes: []workflow.Node{{ID: "route", Type: "switch"}, {ID: "summary", Type: "merge"}},
+		Edges: []workflow.Edge{{From: "route", To: "summary", When: "opened"}, {From: "route", To: "summary", When: "synchronize"}}}
+	for _, c := range []struct {
+		branches []string
+		want     string
+	}{{nil, "opened synchronize"}, {[]string{"synchronize", ""}, "synchronize"}} {
+		g, err := graph.Build(twins, graph.Options{Path: &graph.Path{Nodes: []string{"route", "summary"}, Branches: c.branches}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range g.Root.Edges {
+			if e.Taken {
+				got = append(got, e.When)
+			}
+		}
+		if strings.Join(got, " ") != c.want {
+			t.Errorf("branches %q: taken %q, want %q", c.branches, got, c.want)
+		}
+	}
+	for _, bad := range []*graph.Path{
+		{Nodes: []string{"route", "summary"}, Branches: []string{"closed", ""}},
+		{Nodes: []string{"route", "summary"}, Branches: []string{"opened"}},
+	} {
+		if _, err := graph.Build(twins, graph.Options{Path: bad}); err == nil {
+			t.Errorf("path %+v accepted", bad)
+		}
+	}
+
 	// A path through nodes or edges the workflow lacks is refused.
 	for _, p := range []*graph.Path{
 		{Nodes: []string{"fetch", "gone"}},
