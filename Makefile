@@ -88,6 +88,21 @@ mutate: gremlins
 	printf '\n%-32s %s\n' package efficacy%; printf "$$table"; \
 	[ $$fail = 0 ] || { echo "mutate: a package is under $(MUTATE_MIN)% efficacy (or gave no result)"; exit 1; }
 
+# lint: staticcheck's correctness, simplification and unused-code checks
+# (pinned, installed into .cache/bin, not in go.mod; v0.8.2 is the first
+# line that reads Go 1.26). Not part of `make test`; docs/testing.md lists
+# the findings kept on purpose.
+STATICCHECK_VERSION := v0.8.2
+.PHONY: staticcheck lint
+staticcheck:
+	@mkdir -p $(BIN)
+	@if $(GO) version -m $(BIN)/staticcheck 2>/dev/null | grep -Eq '^[[:space:]]+mod[[:space:]]+honnef.co/go/tools[[:space:]]+$(STATICCHECK_VERSION)([[:space:]]|$$)'; then :; else \
+		echo "installing staticcheck $(STATICCHECK_VERSION) into $(BIN)"; \
+		GOBIN=$(BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION); \
+	fi
+lint: staticcheck
+	$(BIN)/staticcheck -checks 'SA*,S1*,U1000' ./...
+
 # mcp-everything: the official MCP reference server for the MCP interop
 # tests (capabilities/mcp), pinned with its whole dependency tree by
 # testdata/mcp/npm/package-lock.json and installed with npm into
