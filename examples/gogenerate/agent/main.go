@@ -3,6 +3,21 @@
 // Workflow "gogenerate"; inputs (sha256):
 //   3ef77232c46fb9cb1b85210dfcabd11a915d24beeedcf3c08569d93197a6a5db workflow workflow.toml
 
+// Command gogenerate runs the sealed kiln workflow "gogenerate".
+//
+// The workflow (Mermaid, as `kiln graph` draws it):
+//
+//	%% workflow "gogenerate" (kiln graph)
+//	flowchart TD
+//	  e0(["start main<br/>manual"])
+//	  n0("greet<br/>template_render")
+//	  n1("shout<br/>json_select")
+//	  n0 --> n1
+//	  e0 --> n0
+//	  classDef entry fill:#fff,stroke:#333,stroke-dasharray:2 2
+//	  classDef transform fill:#eef7ee,stroke:#4a8a4a
+//	  class e0 entry
+//	  class n0,n1 transform
 package main
 
 import "github.com/kilnworks/kiln/runtime/sealed"
