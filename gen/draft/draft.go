@@ -231,20 +231,18 @@ func accept(opts Options, reply string) (*Result, []Finding) {
 	if len(wf.Assets) > 0 || len(wf.Children) > 0 {
 		return nil, []Finding{{Code: CodeDeclaresFile, Message: "the draft declares files; a draft must be one self-contained file"}}
 	}
+	// Both constraints are checked, so one round reports every refusal.
+	var refusals []Finding
 	plan, err := gen.NewPlan(wf, gen.PlanOptions{Catalogs: opts.Catalogs, Profile: opts.Constraints.Profile})
 	if err != nil {
-		return nil, planFindings(err)
+		refusals = planFindings(err)
 	}
-	if broader := opts.Constraints.Ceiling.Broader(wf.Policy); len(broader) > 0 {
-		var out []Finding
-		line := 0
-		if p, ok := ix.Find("policy"); ok {
-			line = p.Line
-		}
-		for _, b := range broader {
-			out = append(out, Finding{Code: CodePolicyBroader, Message: b + " (policy ceiling " + opts.Constraints.Ceiling.File + ")", Line: line, Refusal: true})
-		}
-		return nil, out
+	for _, b := range opts.Constraints.Ceiling.Broader(wf.Policy) {
+		refusals = append(refusals, Finding{Code: CodePolicyBroader, Line: ix.Lookup("policy").Line, Refusal: true,
+			Message: b + " (policy ceiling " + opts.Constraints.Ceiling.File + ")"})
+	}
+	if len(refusals) > 0 {
+		return nil, refusals
 	}
 	review := newReview(opts, wf, plan, path)
 	return &Result{TOML: []byte(text), Workflow: wf, Plan: plan, Review: review}, nil
@@ -252,8 +250,9 @@ func accept(opts Options, reply string) (*Result, []Finding) {
 
 // selfContained refuses a draft that declares any file the loader would
 // read (child workflows, prompt and schema files, input schemas, JWKS
-// files, a Rego policy file, a signing key): those paths would be resolved on this machine, so
-// a reply could make kiln read local files and quote them back.
+// files, a Rego policy file, a signing key): those paths would be resolved
+// on this machine, so a reply could make kiln read local files and quote
+// them back to the backend.
 func selfContained(wf *workflow.Workflow, ix tomlkeys.Index) []Finding {
 	var out []Finding
 	add := func(where, what, p string) {

@@ -648,3 +648,23 @@ secrets = [{ key = "GREETING_TOKEN", label = "token", optional = true }]
 		t.Fatalf("the catalog's need is missing: %+v", res.Review.Needs)
 	}
 }
+
+// A draft beyond both the profile and the ceiling hears about both in one
+// round.
+func TestBothRefusalsInOneRound(t *testing.T) {
+	prof, _ := gen.DecodeProfile("p.toml", []byte("deny = [\"shell\"]\n"))
+	ceil, _ := DecodeCeiling("c.toml", []byte("[policy.fs]\nwrite = [\"/nowhere/**\"]\n"))
+	be := &scripted{replies: []string{fenced(shellTOML(t, filepath.Join(t.TempDir(), "m")))}}
+	_, err := Draft(context.Background(), Options{Goal: "g", Client: be, Constraints: Constraints{Profile: prof, Ceiling: ceil}})
+	var fail *Failure
+	if !errors.As(err, &fail) || !fail.Refused {
+		t.Fatalf("want a refusal, got %v", err)
+	}
+	codes := map[string]bool{}
+	for _, f := range fail.Findings {
+		codes[f.Code] = true
+	}
+	if !codes[CodeFamilyForbidden] || !codes[CodePolicyBroader] {
+		t.Fatalf("findings %+v", fail.Findings)
+	}
+}
