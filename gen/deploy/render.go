@@ -112,6 +112,9 @@ type volume struct {
 // K8s renders the Kubernetes manifests (and, with cilium, a
 // CiliumNetworkPolicy) for image.
 func K8s(sp *Spec, image string, cilium bool) ([]File, error) {
+	if err := sp.check(); err != nil {
+		return nil, err
+	}
 	v := k8sView{Spec: sp, Image: image, RunArgs: runArgs(sp, StateDir, ""), HostList: hostList(sp)}
 	for i, p := range sp.WritePaths {
 		name := fmt.Sprintf("write-%d", i)
@@ -197,8 +200,11 @@ func DefaultExecPath(sp *Spec) string { return "/usr/local/bin/" + sp.Name }
 // Systemd renders the service unit (one per cron trigger, each with its
 // timer, for a cron-only workflow) running the binary at execPath.
 func Systemd(sp *Spec, execPath string) ([]File, error) {
-	if !path.IsAbs(execPath) || path.Clean(execPath) != execPath {
-		return nil, fmt.Errorf("--exec-path %q must be a clean absolute path", execPath)
+	if err := sp.check(); err != nil {
+		return nil, err
+	}
+	if !safePath.MatchString(execPath) || path.Clean(execPath) != execPath {
+		return nil, fmt.Errorf("--exec-path %q must be a clean absolute path of letters, digits and _ . / @ + -", execPath)
 	}
 	stateDir := "/var/lib/kiln/" + sp.Name
 	v := sdView{Spec: sp, UnitName: sp.Name, ExecPath: execPath, RunArgs: runArgs(sp, stateDir, ""),

@@ -187,8 +187,59 @@ func Derive(s *Seal) (*Spec, error) {
 		}
 	}
 	sort.Ints(sp.Ports)
+	if err := sp.check(); err != nil {
+		return nil, err
+	}
 	return sp, nil
 }
+
+var (
+	envName  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	safePath = regexp.MustCompile(`^/[A-Za-z0-9_./@+-]*$`)
+	zoneName = regexp.MustCompile(`^[A-Za-z0-9_+/-]+$`)
+)
+
+// check refuses values the targets would have to escape: the templates
+// quote everything, but a secret key, path or zone that needs quoting is
+// not one a workflow can have declared, so it is refused rather than
+// carried into a unit file or a manifest.
+func (sp *Spec) check() error {
+	if sp.Name == "" || dnsLabel(sp.Name) != sp.Name {
+		return fmt.Errorf("name %q is not a DNS label", sp.Name)
+	}
+	for _, s := range sp.Secrets {
+		if !envName.MatchString(s.Key) {
+			return fmt.Errorf("secret need %q is not an environment variable name", s.Key)
+		}
+	}
+	var paths []string
+	paths = append(paths, sp.ReadPaths...)
+	paths = append(paths, sp.WritePaths...)
+	for _, f := range sp.FileSecrets {
+		if credName(f.Name) != f.Name {
+			return fmt.Errorf("file secret name %q has characters a credential name cannot hold", f.Name)
+		}
+		paths = append(paths, f.Path)
+	}
+	for _, p := range paths {
+		if !safePath.MatchString(p) || path.Clean(p) != p {
+			return fmt.Errorf("filesystem need %q: only clean absolute paths of letters, digits and _ . / @ + - can be mounted", p)
+		}
+	}
+	for _, sc := range sp.Schedules {
+		if sc.TimeZone != "" && !zoneName.MatchString(sc.TimeZone) {
+			return fmt.Errorf("cron time zone %q is not a zone name", sc.TimeZone)
+		}
+	}
+	for _, h := range sp.Hosts {
+		if !hostName.MatchString(h.Name) {
+			return fmt.Errorf("network need %q is not a host name", h.Name)
+		}
+	}
+	return nil
+}
+
+var hostName = regexp.MustCompile(`^[a-z0-9:]([a-z0-9.:-]*[a-z0-9])?$`)
 
 // mode: routes or any long-lived trigger other than cron serve; cron
 // alone becomes scheduled one-shot runs; nothing at all is one-shot.
