@@ -668,3 +668,17 @@ func TestBothRefusalsInOneRound(t *testing.T) {
 		t.Fatalf("findings %+v", fail.Findings)
 	}
 }
+
+// The skeleton shown to the model must itself be a valid workflow.
+func TestSkeletonIsValid(t *testing.T) {
+	wf, err := gen.Decode("skeleton.toml", []byte(Skeleton))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gen.Validate(wf); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(Messages("g", Constraints{})[0].Content, Skeleton) {
+		t.Fatal("the system message must show the skeleton")
+	}
+}

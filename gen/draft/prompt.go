@@ -30,6 +30,50 @@ Rules:
 - Give the workflow a name, at least one [[start_nodes]] entry and [[edges]] between [[nodes]]; every node must be reachable.
 - The workflow must be one self-contained file: declare no other file (no prompt or schema files, no child workflows, no input_schema, no JWKS file) and no [signing] block.
 - Declare a [policy] block that allows only what the goal needs, with the narrowest patterns that work: a workflow without [policy] may do anything, and kiln refuses such a draft when a ceiling is set.
+
+The shape of a workflow (the reference below lists every node kind and its keys):
+
+` + "```toml\n" + Skeleton + "```" + `
+`
+
+// Skeleton is the shape of a workflow shown to the model: the top-level
+// keys, start nodes, nodes, edges and policy tables the generated
+// reference does not spell out. TestSkeletonIsValid keeps it valid.
+const Skeleton = `name = "example"
+description = "what the workflow does"
+
+# How runs start: a manual run (kiln run, the sealed binary), or "http" and
+# "event" for [[http_routes]] and internal events; [[triggers]] name one too.
+[[start_nodes]]
+name = "main"
+source = "manual"
+entry_node = "read"
+
+[[nodes]]
+id = "read"
+type = "read_file"
+path_from = "trigger.path"   # a context path: trigger.* or <node id>.<output field>
+
+[[nodes]]
+id = "done"
+type = "terminate"
+
+[[edges]]
+from = "read"
+to = "done"
+# when = "error" follows a branch; max_iterations = N makes a bounded loop
+
+# Deny by default: only what these tables allow. Patterns: exact, "prefix*",
+# "dir/*" or "dir/**" (dir and below), "*" (anything).
+[policy.fs]
+read = ["/srv/in/**"]
+# also: write, delete, list
+# [policy.env] read_keys = [...]; [policy.http] urls = [...], methods = ["GET"];
+# [policy.shell] commands = ["/abs/path"]; [policy.mcp] servers, tools, resources
+
+# Optional limits per run (0 = unlimited).
+[budget]
+max_run_time_secs = 60
 `
 
 // Messages builds the first request of a draft: the instructions, the
