@@ -28,7 +28,7 @@ Reply with exactly one complete workflow in one fenced block (` + "```toml ... `
 Rules:
 - Use only the node kinds, keys, triggers and auth kinds of the dialect reference below; kiln rejects unknown keys.
 - Give the workflow a name, at least one [[start_nodes]] entry and [[edges]] between [[nodes]]; every node must be reachable.
-- The workflow must be one self-contained file: declare no other file (no prompt or schema files, no child workflows, no input_schema, no JWKS file) and no [signing] block.
+- The workflow must be one self-contained file: declare no other file (no prompt or schema files, no child workflows, no input_schema, no JWKS file, no [policy.rego] file) and no [signing] block.
 - Declare a [policy] block that allows only what the goal needs, with the narrowest patterns that work: a workflow without [policy] may do anything, and kiln refuses such a draft when a ceiling is set.
 
 The shape of a workflow (the reference below lists every node kind and its keys):
@@ -150,7 +150,7 @@ func clip(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return s[:n] + "..."
+	return strings.ToValidUTF8(s[:n], "") + "..." // never half a character
 }
 
 // Constraints bound what a draft may ask for.
