@@ -51,6 +51,11 @@ type plan struct {
 	anyConnect, anyBind bool
 	// notEnforced are what the ruleset cannot express, one phrase each.
 	notEnforced []string
+	// mkdir creates a missing fs.write directory so that the grant is
+	// exact; without it (the preflight plan) the creation is reported
+	// and planned lists the directories Apply would create.
+	mkdir   bool
+	planned map[string]bool
 }
 
 // System locations. Children of shell_run and MCP stdio servers need the
@@ -75,8 +80,8 @@ var (
 // derive computes the ruleset of req: the root workflow's [policy] (child
 // workflows run under it), what every workflow of the tree declares
 // (servers, backends, secrets, TLS files), and what the CLI touches.
-func derive(req confine.Request, getenv func(string) string) *plan {
-	p := &plan{}
+func derive(req confine.Request, getenv func(string) string, mkdir bool) *plan {
+	p := &plan{mkdir: mkdir}
 	children := false
 	if pol := req.Workflow.Policy; pol != nil {
 		if fs := pol.FS; fs != nil {
@@ -86,6 +91,7 @@ func derive(req confine.Request, getenv func(string) string) *plan {
 			}
 			p.patterns(fs.Read, read, "fs.read", false)
 			p.patterns(fs.List, rList, "fs.list", false)
+			p.writeRoots(fs.Write)
 			p.patterns(fs.Write, rWrite, "fs.write", true)
 			p.patterns(fs.Delete, rDelete, "fs.delete", true)
 		}
@@ -243,6 +249,37 @@ func (p *plan) patterns(pats []string, access uint64, what string, create bool) 
 	}
 }
 
+// writeRoots creates the missing directory of each fs.write "/**" or "/*"
+// pattern (0755, as write_file would on its first write: the policy
+// allows it), so the rule is on that directory rather than on its nearest
+// existing ancestor, which could be all of /tmp.
+func (p *plan) writeRoots(pats []string) {
+	for _, pat := range pats {
+		dir, ok := strings.CutSuffix(pat, "/**")
+		if !ok {
+			dir, ok = strings.CutSuffix(pat, "/*")
+		}
+		if !ok || !filepath.IsAbs(dir) {
+			continue
+		}
+		dir = filepath.Clean(dir)
+		if _, err := os.Stat(dir); err == nil {
+			continue
+		}
+		if !p.mkdir {
+			p.notEnforced = append(p.notEnforced, "fs.write "+pat+": "+dir+" will be created at start-up")
+			if p.planned == nil {
+				p.planned = map[string]bool{}
+			}
+			p.planned[dir] = true
+			continue
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			p.notEnforced = append(p.notEnforced, "fs.write "+pat+": "+err.Error())
+		}
+	}
+}
+
 // file adds a rule on path. A path that does not exist yet is granted on
 // its nearest existing ancestor when the right creates it (create), and
 // reported; otherwise it is left out (nothing there to read or run).
@@ -253,6 +290,10 @@ func (p *plan) file(path string, access uint64, why string, create bool) {
 		return
 	}
 	st, err := os.Stat(abs)
+	if err != nil && p.planned[abs] {
+		p.paths = append(p.paths, pathRule{path: abs, access: access, dir: true, why: why})
+		return
+	}
 	if err != nil {
 		if !create {
 			p.notEnforced = append(p.notEnforced, why+": "+abs+" does not exist at start-up, not granted")

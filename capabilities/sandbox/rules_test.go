@@ -52,7 +52,7 @@ func TestDerive(t *testing.T) {
 		Read:  []string{root + "/data/**", root + "/data/f", "relative/**", root + "/gone/**"},
 		Write: []string{root + "/new/deeper/**", root + "/data/pre*"},
 	}}}
-	p := derive(confine.Request{Workflow: wf}, func(string) string { return "" })
+	p := derive(confine.Request{Workflow: wf}, func(string) string { return "" }, false)
 	got := map[string]pathRule{}
 	for _, r := range p.paths {
 		r.access |= got[r.path].access // rules on one path add up
@@ -64,13 +64,13 @@ func TestDerive(t *testing.T) {
 	if r := got[root+"/data/f"]; r.dir || r.access != rRead&fileRights {
 		t.Errorf("exact file: %+v (a file takes file rights only)", r)
 	}
-	if r := got[root]; !r.dir || r.access != rWrite {
-		t.Errorf("missing write target widened to %s: %+v", root, r)
+	if r := got[root+"/new/deeper"]; !r.dir || r.access != rWrite {
+		t.Errorf("missing write directory: %+v, want the rule planned on it (Apply creates it)", r)
 	}
 	if _, ok := got[root+"/gone"]; ok {
 		t.Errorf("a missing read target was granted")
 	}
-	for _, want := range []string{"relative pattern", "/gone does not exist", "granted on " + root, "a name prefix"} {
+	for _, want := range []string{"relative pattern", "/gone does not exist", "will be created at start-up", "a name prefix"} {
 		if !slices.ContainsFunc(p.notEnforced, func(s string) bool { return strings.Contains(s, want) }) {
 			t.Errorf("not_enforced lacks %q: %v", want, p.notEnforced)
 		}
@@ -86,7 +86,7 @@ func TestDerive(t *testing.T) {
 
 	wf.Policy.HTTP = &workflow.HTTPPolicy{URLs: []string{"https://api.example.com/*"}}
 	wf.Policy.Shell = &workflow.ShellPolicy{Commands: []string{"/bin/cat"}}
-	p = derive(confine.Request{Workflow: wf, Binds: []string{"127.0.0.1:8080"}}, func(string) string { return "" })
+	p = derive(confine.Request{Workflow: wf, Binds: []string{"127.0.0.1:8080"}}, func(string) string { return "" }, false)
 	if !slices.Equal(p.connect, []uint16{53, 443}) || !slices.Equal(p.bind, []uint16{8080}) {
 		t.Errorf("connect %v bind %v, want [53 443] and [8080]", p.connect, p.bind)
 	}
@@ -138,7 +138,7 @@ func BenchmarkRuleset(b *testing.B) {
 	}}
 	req := confine.Request{Workflow: wf, Binds: []string{"127.0.0.1:8080"}}
 	for b.Loop() {
-		_, rs := build(req)
+		_, rs := build(req, false)
 		fd, _, err := rs.cfg.NewRulesetFD(rs.rules...)
 		if err != nil {
 			b.Fatal(err)

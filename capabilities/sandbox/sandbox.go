@@ -53,14 +53,14 @@ func kernelABI() int {
 
 // Plan returns what Apply would enforce on this machine.
 func Plan(req confine.Request) *confine.Report {
-	r, _ := build(req)
+	r, _ := build(req, false)
 	r.Detail = "planned: applied at start-up, before the first node runs"
 	return r
 }
 
 // Apply confines the process, every thread and every future child.
 func Apply(req confine.Request) (*confine.Report, error) {
-	r, b := build(req)
+	r, b := build(req, true)
 	if r.Refused != "" {
 		return r, fmt.Errorf("%w: %s", confine.ErrRequired, r.Refused)
 	}
@@ -84,10 +84,11 @@ type ruleset struct {
 	rules []landlock.Rule
 }
 
-// build derives the ruleset of req for the detected ABI and its report.
-func build(req confine.Request) (*confine.Report, ruleset) {
+// build derives the ruleset of req for the detected ABI and its report;
+// apply creates missing fs.write directories (see writeRoots).
+func build(req confine.Request, apply bool) (*confine.Report, ruleset) {
 	abi := detectABI()
-	p := derive(req, os.Getenv)
+	p := derive(req, os.Getenv, apply && abi > 0)
 	r := &confine.Report{Mode: spec.Mode(req.Workflow), ABI: abi, NotEnforced: p.notEnforced}
 	cfg := configs[abi]
 	if p.anyConnect {

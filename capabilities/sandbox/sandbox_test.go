@@ -72,9 +72,16 @@ func findResult(t *testing.T, run childRun, op, target string) result {
 func TestLandlockAloneRefusesOutsidePolicy(t *testing.T) {
 	abi := requireLandlock(t)
 	l := newLayout(t)
+	// A write directory that does not exist yet is created at start-up,
+	// so the grant stays on it, not on its parent.
+	root := filepath.Dir(l.in)
+	pol := l.policy()
+	pol.FS.Write = append(pol.FS.Write, root+"/fresh/**")
 	run := runChild(t, "probe", childSpec{
-		Workflow: confinedWorkflow("fs", l.policy()),
+		Workflow: confinedWorkflow("fs", pol),
 		Ops: []op{
+			{Op: "write", Target: root + "/fresh/made"},
+			{Op: "write", Target: root + "/loose"},
 			{Op: "read", Target: l.in + "/file"},
 			{Op: "read", Target: l.outside + "/secret"},
 			{Op: "write", Target: l.out + "/new"},
@@ -101,7 +108,10 @@ func TestLandlockAloneRefusesOutsidePolicy(t *testing.T) {
 	if r := findResult(t, run, "write", l.out+"/new"); !r.OK {
 		t.Errorf("write inside fs.write: %+v", r)
 	}
-	for _, target := range []string{l.outside + "/new", l.in + "/new"} {
+	if r := findResult(t, run, "write", root+"/fresh/made"); !r.OK {
+		t.Errorf("write under a fs.write directory created at start-up: %+v", r)
+	}
+	for _, target := range []string{l.outside + "/new", l.in + "/new", root + "/loose"} {
 		if r := findResult(t, run, "write", target); r.OK || !strings.Contains(r.Err, "permission denied") {
 			t.Errorf("write %s: %+v, want permission denied", target, r)
 		}
