@@ -389,3 +389,18 @@ func TestDraftGoalModeExample(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The JSON-RPC transport over HTTP (kiln intel-mock --http) works as the
+// socket does.
+func TestDraftOverIntelHTTP(t *testing.T) {
+	dir := t.TempDir()
+	addr, _ := startIntelMockScript(t, turn(draftGreetTOML(dir)), "--http", "127.0.0.1:0", "--quiet")
+	wf := filepath.Join(dir, "greet.toml")
+	var stderr bytes.Buffer
+	if code := runDraft(context.Background(), append(strings.Fields(addr), "--goal", "greet", "-o", wf), io.Discard, &stderr); code != cli.ExitOK {
+		t.Fatalf("exit %d\n%s", code, stderr.String())
+	}
+	if _, err := gen.Load(wf, gen.LoadOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
