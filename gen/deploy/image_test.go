@@ -191,7 +191,8 @@ func TestImageContents(t *testing.T) {
 	}
 }
 
-// skopeo reads the written layout, and sees the digest, user and labels.
+// skopeo reads the written layout and the docker-load tarball, and sees
+// the digest, user and labels.
 func TestImageLayoutSkopeo(t *testing.T) {
 	skopeo := testtool.Command(t, "skopeo")
 	s, _, img, _ := image(t, "webhook")
@@ -228,6 +229,11 @@ func TestImageLayoutSkopeo(t *testing.T) {
 	out, err = exec.Command(skopeo, "inspect", "--config", "oci:"+dir).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), `"User": "65532:65532"`) {
 		t.Errorf("skopeo inspect --config: %v\n%s", err, out)
+	}
+	// The docker-load tarball holds the same image.
+	out, err = exec.Command(skopeo, "inspect", "docker-archive:"+filepath.Join(dir, "image.tar")).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), s.ManifestDigest) {
+		t.Errorf("skopeo inspect docker-archive: %v\n%s", err, out)
 	}
 	stamps, err := deploy.Stamps(dir)
 	if err != nil || len(stamps) != 1 || stamps[0].Digest != s.ManifestDigest {
