@@ -176,6 +176,7 @@ func derive(req confine.Request, getenv func(string) string, mkdir bool) *plan {
 	}
 
 	if req.StateDir != "" {
+		p.ownDir(req.StateDir)
 		p.file(req.StateDir, rState, "state directory", true)
 	}
 	for _, f := range req.ReadFiles {
@@ -189,7 +190,8 @@ func derive(req confine.Request, getenv func(string) string, mkdir bool) *plan {
 		p.file(f, rState&fileRights, "log file", false)
 	}
 	for _, d := range req.WriteDirs {
-		p.file(d, rState, "directory of a rotated log or --record", true)
+		p.ownDir(d)
+		p.file(d, rState, "directory of a rotated log, --record or --record-dir", true)
 	}
 	// os/exec opens /dev/null for a child's unused standard streams.
 	p.file(os.DevNull, ll.AccessFSReadFile|ll.AccessFSWriteFile, "null device", false)
@@ -262,21 +264,28 @@ func (p *plan) writeRoots(pats []string) {
 		if !ok || !filepath.IsAbs(dir) {
 			continue
 		}
-		dir = filepath.Clean(dir)
-		if _, err := os.Stat(dir); err == nil {
-			continue
-		}
-		if !p.mkdir {
-			p.notEnforced = append(p.notEnforced, "fs.write "+pat+": "+dir+" will be created at start-up")
-			if p.planned == nil {
-				p.planned = map[string]bool{}
+		p.ownDir(filepath.Clean(dir))
+	}
+}
+
+// ownDir creates a directory that will be written in (kiln would, with
+// the same mode, on its first write), so its grant is exact. The
+// preflight plan (mkdir off) records it as planned instead.
+func (p *plan) ownDir(dir string) {
+	if !p.mkdir {
+		if abs, err := filepath.Abs(dir); err == nil {
+			if _, err := os.Stat(abs); err != nil {
+				p.notEnforced = append(p.notEnforced, abs+" will be created at start-up")
+				if p.planned == nil {
+					p.planned = map[string]bool{}
+				}
+				p.planned[abs] = true
 			}
-			p.planned[dir] = true
-			continue
 		}
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			p.notEnforced = append(p.notEnforced, "fs.write "+pat+": "+err.Error())
-		}
+		return
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		p.notEnforced = append(p.notEnforced, dir+": "+err.Error())
 	}
 }
 

@@ -444,8 +444,10 @@ func TestCLIFilesConfined(t *testing.T) {
 	l := newLayout(t)
 	input := filepath.Join(t.TempDir(), "input.json")
 	writeFile(t, input, `{"args":["`+l.in+`/file"]}`)
-	record := filepath.Join(t.TempDir(), "run.json")
-	tapes, state, logs := t.TempDir(), t.TempDir(), t.TempDir()
+	// Directories that do not exist yet: created at start-up, granted
+	// exactly.
+	record := filepath.Join(t.TempDir(), "records", "run.json")
+	tapes, state, logs := t.TempDir()+"/tapes", t.TempDir()+"/state", t.TempDir()
 	run := runChild(t, "cli", childSpec{Workflow: catWorkflow(l, "/bin/cat"), Args: []string{"--input", input,
 		"--record", record, "--record-dir", tapes, "--state-dir", state, "--log-target", "file:" + logs + "/audit.log", "--log-level", "info"}})
 	if run.Code != 0 {
