@@ -84,7 +84,6 @@ type Schedule struct {
 // Secret is a secret need read from an environment variable.
 type Secret struct {
 	Key      string
-	Label    string
 	Optional bool
 }
 
@@ -147,7 +146,7 @@ func Derive(s *Seal) (*Spec, error) {
 	for _, n := range s.Needs.Needs {
 		switch n.Kind {
 		case needs.KindSecret:
-			sp.Secrets = append(sp.Secrets, Secret{Key: n.Key, Label: n.Label, Optional: n.Optional})
+			sp.Secrets = append(sp.Secrets, Secret{Key: n.Key, Optional: n.Optional})
 		case needs.KindNetwork:
 			h := strings.ToLower(n.Host)
 			ports := hostPorts[h]
