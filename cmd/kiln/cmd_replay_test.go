@@ -223,7 +223,12 @@ func TestReplayExamplesSame(t *testing.T) {
 			if c.status != "" && tt.Status != c.status {
 				t.Fatalf("recorded status %s, want %s: %s", tt.Status, c.status, tt.Detail)
 			}
+			tmp := t.TempDir() // a paused replay's private state goes here, and goes
+			t.Setenv("TMPDIR", tmp)
 			code, res := replayResult(t, tp, wf)
+			if left, _ := os.ReadDir(tmp); len(left) != 0 {
+				t.Fatalf("the replay left %v behind", left)
+			}
 			if code != cli.ExitOK || !res.Same {
 				t.Fatalf("replay exit %d, result %+v, divergence %+v", code, res, res.Divergence)
 			}

@@ -3,8 +3,8 @@ package cli
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/kilnworks/kiln/runtime"
 )
@@ -15,8 +15,7 @@ import (
 // its node, with the reason. Nothing was done either way.
 func explainDryRun(w io.Writer, rep *runtime.Report) {
 	fmt.Fprintf(w, "dry run of %s: what each node would do (nothing outside was touched)\n", rep.Workflow)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  #\tNODE\tKIND\tWOULD\tPOLICY")
+	rows := [][]string{{"#", "NODE", "KIND", "WOULD", "POLICY"}}
 	var denied *runtime.Error
 	if e := rep.Outcome.Err; e != nil && e.Class == runtime.ClassPolicy {
 		denied = e
@@ -30,9 +29,9 @@ func explainDryRun(w io.Writer, rep *runtime.Report) {
 				decision = "DENIED: " + oneLine(denied.Msg)
 			}
 		}
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\n", i+1, e.NodeID, e.Kind, would, decision)
+		rows = append(rows, []string{strconv.Itoa(i + 1), e.NodeID, e.Kind, would, decision})
 	}
-	tw.Flush()
+	writeColumns(w, rows)
 	if denied != nil {
 		fmt.Fprintf(w, "the run stops at the denial of node %s; nodes after it are not explained\n", denied.Node)
 	}
@@ -68,6 +67,32 @@ func explainEntry(e runtime.TraceEntry) (would, decision string) {
 		would += ", branch " + b
 	}
 	return would, "-"
+}
+
+// writeColumns writes rows as left-aligned columns, two spaces apart
+// (text/tabwriter would do it, at a size every sealed binary would pay).
+func writeColumns(w io.Writer, rows [][]string) {
+	var width []int
+	for _, r := range rows {
+		for i, c := range r {
+			if i >= len(width) {
+				width = append(width, 0)
+			}
+			width[i] = max(width[i], len(c))
+		}
+	}
+	var b strings.Builder
+	for _, r := range rows {
+		b.WriteString("  ")
+		for i, c := range r {
+			b.WriteString(c)
+			if i < len(r)-1 {
+				b.WriteString(strings.Repeat(" ", width[i]-len(c)+2))
+			}
+		}
+		b.WriteByte('\n')
+	}
+	io.WriteString(w, b.String())
 }
 
 func oneLine(s string) string {

@@ -123,7 +123,7 @@ func (t *taping) wrote(rep *runtime.Report) bool {
 func (t *taping) prune() {
 	t.pruneMu.Lock()
 	defer t.pruneMu.Unlock()
-	entries, err := os.ReadDir(t.flags.dir)
+	entries, err := readDir(t.flags.dir)
 	if err != nil {
 		return
 	}
@@ -154,6 +154,17 @@ func (t *taping) prune() {
 		_ = os.Remove(filepath.Join(t.flags.dir, files[0].name))
 		files = files[1:]
 	}
+}
+
+// readDir lists dir unsorted (os.ReadDir's sort costs every sealed binary
+// several KB; callers sort the names they keep).
+func readDir(dir string) ([]os.DirEntry, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.ReadDir(-1)
 }
 
 // safeName keeps a run id usable in a file name.

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -102,7 +101,7 @@ func Replay(ctx context.Context, name string, p *runtime.Program, args []string,
 func tapeFiles(named []string, dir string) ([]string, error) {
 	files := append([]string(nil), named...)
 	if dir != "" {
-		entries, err := os.ReadDir(dir)
+		entries, err := readDir(dir)
 		if err != nil {
 			return nil, fmt.Errorf("--dir: %v", err)
 		}

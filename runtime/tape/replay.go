@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -148,7 +149,7 @@ func Replay(ctx context.Context, p *runtime.Program, old *Tape) (*Result, error)
 		if err != nil {
 			return nil, fmt.Errorf("replay state directory: %v", err)
 		}
-		defer os.RemoveAll(dir)
+		defer removeState(dir, old.ExecutionID)
 		e.StateDir = dir
 	}
 	rep := e.Run(runtime.WithOutside(ctx, rec), p, runtime.RunOptions{
@@ -235,6 +236,17 @@ func unansweredAt(us []Unanswered, node string) *Unanswered {
 func anyString(v any) string {
 	s, _ := v.(string)
 	return s
+}
+
+// removeState removes the replay's state directory: the one checkpoint a
+// pause wrote and the directories (os.RemoveAll costs every sealed binary
+// several KB for a tree this function knows).
+func removeState(dir, runID string) {
+	if cp, err := runtime.CheckpointPath(dir, runID); err == nil {
+		os.Remove(cp)
+		os.Remove(filepath.Dir(cp))
+	}
+	os.Remove(dir)
 }
 
 // pauses reports whether p's top level can pause for approval.
