@@ -1,6 +1,9 @@
 package main
 
 import (
+	"io"
+	"log"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -8,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/kilnworks/kiln/runtime/cli"
 )
 
@@ -39,6 +43,14 @@ func TestPackageAndDeployCLI(t *testing.T) {
 	}
 	if digests[0] != digests[1] {
 		t.Fatalf("two kiln package runs: %s and %s", digests[0], digests[1])
+	}
+	// --push uploads the same image to a registry (in-process, loopback).
+	reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer reg.Close()
+	ref := strings.TrimPrefix(reg.URL, "http://") + "/kiln/hello:v1"
+	code, stdout, stderr := supplyRun(t, "package", hello, "-o", filepath.Join(dir, "img", "pushed"), "--push", ref)
+	if code != cli.ExitOK || !strings.Contains(stdout, "pushed "+strings.TrimSuffix(ref, ":v1")+"@"+digests[0]+"\n") {
+		t.Fatalf("package --push: exit %d\n%s%s", code, stdout, stderr)
 	}
 	// A non-empty output directory is refused, not overwritten.
 	if code, _, stderr := supplyRun(t, "package", hello, "-o", filepath.Join(dir, "img", "a")); code == cli.ExitOK || !strings.Contains(stderr, "not empty") {
