@@ -205,22 +205,27 @@ func prepare(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) {
 		if c.DryRun() {
 			return runtime.Next(map[string]any{"event": event, "dry_run": true}), nil
 		}
-		emit := c.Run.Services().Emit
-		if emit == nil {
-			return runtime.Result{}, c.Errorf(runtime.ClassCapability, "internal events are not available in this process (the event family is not set up)")
-		}
-		// A run started by an event carries its hop count in ctx (set by
-		// the bus, not by the payload), so chains stay bounded.
-		if pr, ok := c.Run.Trigger()["principal"]; ok {
-			ctx = context.WithValue(ctx, principalKey{}, pr)
-		}
-		err := emit(ctx, event, payload)
-		switch {
-		case err == nil:
-			return runtime.Next(map[string]any{"event": event, "delivered": true}), nil
-		case errors.Is(err, ErrNotDelivered):
-			return runtime.Next(map[string]any{"event": event, "delivered": false, "reason": err.Error()}), nil
-		}
-		return runtime.Result{}, c.Errorf(runtime.ClassTool, "emit %q: %v", event, err)
+		// Through the run's recording/replay seam: a replay answers from
+		// its tape and starts no run.
+		req := map[string]any{"event": event, "payload": payload}
+		return runtime.Interact(ctx, c, "event.emit", req, func() (runtime.Result, error) {
+			emit := c.Run.Services().Emit
+			if emit == nil {
+				return runtime.Result{}, c.Errorf(runtime.ClassCapability, "internal events are not available in this process (the event family is not set up)")
+			}
+			// A run started by an event carries its hop count in ctx (set by
+			// the bus, not by the payload), so chains stay bounded.
+			if pr, ok := c.Run.Trigger()["principal"]; ok {
+				ctx = context.WithValue(ctx, principalKey{}, pr)
+			}
+			err := emit(ctx, event, payload)
+			switch {
+			case err == nil:
+				return runtime.Next(map[string]any{"event": event, "delivered": true}), nil
+			case errors.Is(err, ErrNotDelivered):
+				return runtime.Next(map[string]any{"event": event, "delivered": false, "reason": err.Error()}), nil
+			}
+			return runtime.Result{}, c.Errorf(runtime.ClassTool, "emit %q: %v", event, err)
+		})
 	}, nil
 }

@@ -167,46 +167,59 @@ func TestReplayExamplesSame(t *testing.T) {
 	t.Setenv("USER", "alice")
 	_, sock := startReplayMock(t, "../../examples/classifier/intel-mock.toml")
 	statusURL, _, _ := statusServer(t)
+	tokenURL := tokenServer(t)
 	cases := []struct {
 		name    string
 		replace []string
-		args    func(t *testing.T, dir string) []string
+		args    func(t *testing.T, dir, wfDir string) []string
 		status  string
 	}{
 		{name: "hello", replace: []string{"/tmp/kiln-hello/", "OUT/"}, status: "completed",
-			args: func(t *testing.T, dir string) []string {
+			args: func(t *testing.T, dir, wfDir string) []string {
 				return []string{"--input", writeJSON(t, map[string]any{"output_path": filepath.Join(dir, "hello.txt")})}
 			}},
-		{name: "classifier", status: "completed", args: func(t *testing.T, dir string) []string {
+		{name: "classifier", status: "completed", args: func(t *testing.T, dir, wfDir string) []string {
 			return []string{"--intel-unix", sock, "--intel-route-all", "--preflight=warn",
 				"--input", writeJSON(t, map[string]any{"text": "The update broke my build again."})}
 		}},
-		{name: "fanout", status: "completed", args: func(t *testing.T, dir string) []string {
+		{name: "fanout", status: "completed", args: func(t *testing.T, dir, wfDir string) []string {
 			return []string{"--input", writeJSON(t, map[string]any{"items": []any{
 				map[string]any{"name": "a", "size": 3}, map[string]any{"name": "b", "size": 12}}})}
 		}},
 		{name: "nightly-report", replace: []string{"/var/tmp/kiln-report", "OUT"}, status: "completed",
-			args: func(t *testing.T, dir string) []string {
+			args: func(t *testing.T, dir, wfDir string) []string {
 				t.Setenv("REPORT_DIR", dir)
 				return []string{"--mode", "once"}
 			}},
 		{name: "approval", replace: []string{"/tmp/kiln-approval", "OUT"}, status: "paused",
-			args: func(t *testing.T, dir string) []string {
+			args: func(t *testing.T, dir, wfDir string) []string {
 				plan := filepath.Join(dir, "plan.txt")
 				os.WriteFile(plan, []byte("rotate the signing key\n"), 0o644)
 				return []string{"--state-dir", t.TempDir(), "--input",
 					writeJSON(t, map[string]any{"plan": plan, "target": filepath.Join(dir, "applied.txt")})}
 			}},
 		{name: "cron-poller", replace: []string{"https://status.example.com/**", statusURL + "/**"}, status: "completed",
-			args: func(t *testing.T, dir string) []string {
+			args: func(t *testing.T, dir, wfDir string) []string {
 				t.Setenv("STATUS_URL", statusURL+"/api/health")
 				t.Setenv("STATUS_TOKEN", "s3cr3t-status-token-value")
 				return []string{"--mode", "once"}
 			}},
-		{name: "webhook", args: func(t *testing.T, dir string) []string {
+		{name: "triage-agent", replace: []string{"/var/spool/kiln-inbox", "OUT", "https://login.example.com/oauth2/token", tokenURL + "/oauth2/token"},
+			status: "completed", args: func(t *testing.T, dir, wfDir string) []string {
+				// The agent loop's scripted turns read and write in the inbox
+				// (the copied script names it), through the tape's fs requests.
+				_, sock := startReplayMock(t, filepath.Join(wfDir, "intel-mock.toml"))
+				ticket := filepath.Join(dir, "ticket-1.txt")
+				os.WriteFile(ticket, []byte("production login is down for all EU users\n"), 0o644)
+				t.Setenv("NOTIFY_CLIENT_ID", "client-id-for-tests")
+				t.Setenv("NOTIFY_CLIENT_SECRET", "client-secret-for-tests-1")
+				return []string{"--mode", "once", "--start", "on_file", "--preflight=warn", "--intel-unix", sock,
+					"--input", writeJSON(t, map[string]any{"path": ticket})}
+			}},
+		{name: "webhook", args: func(t *testing.T, dir, wfDir string) []string {
 			return []string{"--mode", "once", "--preflight=warn", "--input", writeJSON(t, map[string]any{"body": map[string]any{"action": "opened"}})}
 		}},
-		{name: "voice", args: func(t *testing.T, dir string) []string {
+		{name: "voice", args: func(t *testing.T, dir, wfDir string) []string {
 			return []string{"--mode", "once", "--preflight=warn", "--input", writeJSON(t, map[string]any{"body": map[string]any{"text": "hi"}})}
 		}},
 	}
@@ -218,7 +231,7 @@ func TestReplayExamplesSame(t *testing.T) {
 				c.replace[i] = strings.ReplaceAll(c.replace[i], "OUT", out)
 			}
 			wf := copyExample(t, c.name, c.replace...)
-			tp := record(t, wf, c.args(t, out)...)
+			tp := record(t, wf, c.args(t, out, filepath.Dir(wf))...)
 			tt := readTape(t, tp)
 			if c.status != "" && tt.Status != c.status {
 				t.Fatalf("recorded status %s, want %s: %s", tt.Status, c.status, tt.Detail)
@@ -484,4 +497,20 @@ to = "doc"
 	if after2, _ := os.ReadFile(starts); string(after2) != string(before) {
 		t.Fatal("the replay of a changed argument started the MCP server")
 	}
+}
+
+// tokenServer is an OAuth2 token endpoint on loopback (client credentials).
+func tokenServer(t *testing.T) string {
+	t.Helper()
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"access_token": "access-token-for-tests", "token_type": "bearer", "expires_in": 3600})
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return "http://" + ln.Addr().String()
 }
