@@ -221,8 +221,9 @@ type MCPPolicy struct {
 	Resources []string `toml:"resources"`
 }
 
-// RegoPolicy is accepted by the loader for compatibility; kiln has no Rego
-// evaluator, so a workflow that declares one is refused at load (fail closed).
+// RegoPolicy is [policy.rego]: a Rego policy every tool decision the
+// static allowlists allow must also satisfy (the rego family; docs/policy.md).
+// Data values are strings, merged at the root of the policy's data.
 type RegoPolicy struct {
 	File   string            `toml:"file"`
 	Inline string            `toml:"inline"`
