@@ -7,33 +7,38 @@ import (
 
 // The size model against sealed builds measured with `kiln build` on
 // linux/amd64 (go1.26): the single-family points it was fitted on are
-// exact, and combinations it was not fitted on land within 5%.
+// exact, and the examples/ builds it was not fitted on land within 3%.
 func TestEstimateSizeAgainstMeasuredBuilds(t *testing.T) {
 	for _, m := range []struct {
 		families []string
 		bytes    int64
+		within   float64
 	}{
-		{[]string{"control"}, 3_068_030},
-		{[]string{"control", "data"}, 3_092_606},
-		{[]string{"control", "httpclient"}, 7_086_206},
-		{[]string{"control", "mcp"}, 8_900_734},
-		{[]string{"control", "http"}, 7_868_542},
-		{[]string{"control", "fs", "llm"}, 7_540_862},
-		// Not fitted on:
-		{[]string{"control", "data", "fs", "env"}, 3_125_374},                                 // examples/hello
-		{[]string{"control", "data", "env", "httpclient", "cron", "secrets"}, 7_327_870},      // examples/cron-poller
-		{[]string{"control", "data", "http"}, 7_876_734},                                      // examples/webhook
-		{[]string{"control", "data", "fs", "mcp", "secrets"}, 9_031_806},                      // examples/mcp-reconcile
-		{[]string{"control", "data", "fs", "env", "shell", "compose", "interval"}, 3_625_086}, // examples/nightly-report
+		{[]string{"control"}, 3_182_718, 0},
+		{[]string{"control", "shell"}, 3_379_326, 0},
+		{[]string{"control", "httpclient"}, 7_209_086, 0},
+		{[]string{"control", "llm"}, 7_618_686, 0},
+		{[]string{"control", "mcp"}, 9_019_518, 0},
+		{[]string{"control", "otel"}, 14_839_934, 0},
+		{[]string{"control", "http"}, 7_975_038, 0},
+		// Not fitted on: the examples.
+		{[]string{"control", "data", "fs"}, 3_260_542, 0.03},                                                                                                  // approval
+		{[]string{"control", "data", "llm", "sandbox"}, 7_737_470, 0.03},                                                                                      // classifier
+		{[]string{"control", "data", "env", "httpclient", "cron", "secrets", "sandbox"}, 7_544_958, 0.03},                                                     // cron-poller
+		{[]string{"control", "data", "fs", "env"}, 3_260_542, 0.03},                                                                                           // hello
+		{[]string{"control", "data", "fs", "mcp", "secrets", "sandbox"}, 9_240_702, 0.03},                                                                     // mcp-reconcile
+		{[]string{"control", "data", "fs", "env", "shell", "compose", "interval", "sandbox"}, 3_862_654, 0.03},                                                // nightly-report
+		{[]string{"control", "data", "http"}, 7_983_230, 0.03},                                                                                                // webhook
+		{[]string{"control", "data", "fs", "env", "llm", "http", "oidc", "httpclient", "compose", "fswatch", "event", "secrets", "sandbox"}, 9_142_398, 0.03}, // triage-agent, oidc guessed
 	} {
 		est := EstimateSize(m.families)
 		off := math.Abs(float64(est.Bytes-m.bytes)) / float64(m.bytes)
-		if off > 0.05 {
+		if off > m.within+1e-9 {
 			t.Errorf("%v: estimated %d, measured %d (%.1f%% off)", m.families, est.Bytes, m.bytes, 100*off)
 		}
 	}
-	est := EstimateSize([]string{"control", "interval"})
-	if len(est.Unmeasured) != 1 || est.Unmeasured[0] != "interval" {
+	est := EstimateSize([]string{"control", "oidc"})
+	if len(est.Unmeasured) != 1 || est.Unmeasured[0] != "oidc" {
 		t.Fatalf("an unmeasured family must be named: %+v", est)
 	}
 }
