@@ -125,7 +125,9 @@ func HTML(w io.Writer, runs []Run, div *tape.Divergence, svg []byte) error {
 	if err != nil {
 		return err
 	}
-	js = runtime.RedactJSON(js)
+	// Redaction re-encodes the strings it changes without that escaping:
+	// escape again (in JSON text these characters only occur in strings).
+	js = []byte(scriptSafe.Replace(string(runtime.RedactJSON(js))))
 	styles := "'" + hash(pageCSS) + "'"
 	graphHTML := ""
 	if len(svg) > 0 {
@@ -146,6 +148,8 @@ func HTML(w io.Writer, runs []Run, div *tape.Divergence, svg []byte) error {
 	_, err = io.WriteString(w, page)
 	return err
 }
+
+var scriptSafe = strings.NewReplacer("<", `\u003c`, ">", `\u003e`, "&", `\u0026`)
 
 var styleRE = regexp.MustCompile(`(?s)<style>(.*?)</style>`)
 
