@@ -208,15 +208,29 @@ func TestK8sJobAndCronJob(t *testing.T) {
 	}
 	var ports []string
 	for _, r := range np.Spec.Egress {
-		if len(r.To) != 0 {
-			t.Errorf("egress rule with peers %+v", r.To)
-		}
 		for _, p := range r.Ports {
 			ports = append(ports, fmt.Sprintf("%s/%d", *p.Protocol, p.Port.IntValue()))
 		}
 	}
-	if want := []string{"UDP/53", "TCP/53", "TCP/443"}; !slices.Equal(ports, want) {
-		t.Errorf("egress ports %v, want %v", ports, want)
+	if want := []string{"UDP/53", "TCP/53", "TCP/443"}; !slices.Equal(ports, want) || len(np.Spec.Egress) != 2 {
+		t.Fatalf("egress ports %v, want %v in two rules", ports, want)
+	}
+	// DNS only to kube-dns; the hosts' ports never to link-local
+	// addresses (cloud metadata).
+	dns := np.Spec.Egress[0].To
+	if len(dns) != 1 || dns[0].PodSelector == nil || dns[0].PodSelector.MatchLabels["k8s-app"] != "kube-dns" ||
+		dns[0].NamespaceSelector == nil || dns[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != "kube-system" || dns[0].IPBlock != nil {
+		t.Errorf("DNS egress peers %+v", dns)
+	}
+	var blocks []string
+	for _, peer := range np.Spec.Egress[1].To {
+		if peer.IPBlock == nil || peer.PodSelector != nil || peer.NamespaceSelector != nil {
+			t.Fatalf("host egress peer %+v", peer)
+		}
+		blocks = append(blocks, peer.IPBlock.CIDR+" except "+strings.Join(peer.IPBlock.Except, ","))
+	}
+	if want := []string{"0.0.0.0/0 except 169.254.0.0/16", "::/0 except fe80::/10"}; !slices.Equal(blocks, want) {
+		t.Errorf("host egress %v, want %v", blocks, want)
 	}
 	if len(np.Spec.Ingress) != 0 {
 		t.Errorf("ingress %+v, want none", np.Spec.Ingress)
