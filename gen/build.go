@@ -110,6 +110,9 @@ type BuildError struct {
 }
 
 func (e *BuildError) Error() string {
+	if e.Missing != "" && strings.HasPrefix(e.Missing, KilnModule+"@") {
+		return fmt.Sprintf("go build: kiln's own module %s is not in the module cache and cannot be downloaded (not published there, or offline): pin kiln with a replace to a checkout, vendored copy or mirror, as docs/pipelines.md (\"From a checkout, a vendored copy or an air-gapped mirror\") shows, or pass --kiln-source DIR\n%s", e.Missing, e.Output)
+	}
 	if e.Missing != "" {
 		return fmt.Sprintf("go build: missing module %s: not in the module cache and not downloadable (offline or GOPROXY=off?); fill the module cache first (go mod download with network access)\n%s", e.Missing, e.Output)
 	}

@@ -178,7 +178,7 @@ func FindKilnSource(explicit string) (*KilnSource, error) {
 	}
 	v := manifest.KilnVersion()
 	if v == "devel" {
-		return nil, errors.New("cannot find kiln's source: this kiln is a development build and the working directory is not inside the kiln module; pass --kiln-source DIR or set KILN_SOURCE")
+		return nil, errors.New("cannot find kiln's source: this kiln is a development build and the working directory is not inside the kiln module; pass --kiln-source DIR, set KILN_SOURCE, or run kiln as `go tool kiln` from a module that pins it with a replace (docs/pipelines.md)")
 	}
 	return CachedKilnSource(v)
 }
@@ -254,7 +254,7 @@ func CachedKilnSource(v string) (*KilnSource, error) {
 	}
 	dir := filepath.Join(cache, filepath.FromSlash(esc)+"@"+escV)
 	if !isKilnModule(dir) {
-		return nil, fmt.Errorf("kiln %s is not in the module cache (%s); run `go mod download %s@%s` or pass --kiln-source DIR", v, cache, KilnModule, v)
+		return nil, fmt.Errorf("kiln %s is not in the module cache (%s): pass --kiln-source DIR (a kiln checkout), or pin kiln in your module with a replace to a checkout, vendored copy or mirror, as docs/pipelines.md shows", v, cache)
 	}
 	src := &KilnSource{Dir: dir, Version: v, How: "the module cache"}
 	if err := src.readModule(); err != nil {
