@@ -247,6 +247,17 @@ commands = [%q]
 		t.Fatalf("stderr:\n%s", stderr)
 	}
 	mustNotExist(t, wf, filepath.Join(dir, "toucher.review.md"), marker)
+
+	// Without the profile the same draft is accepted and written, and
+	// still nothing ran: drafting performs no node.
+	code, _, stderr, _ = draftWithMock(t, turn(shell), "--goal", "touch a file", "-o", wf)
+	if code != cli.ExitOK {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	if !strings.Contains(readFile(t, filepath.Join(dir, "toucher.review.md")), "| shell | kiln\\_shell | node touch (shell\\_run) |") {
+		t.Fatal("the review must list the shell family")
+	}
+	mustNotExist(t, marker)
 }
 
 func TestDraftUsageErrors(t *testing.T) {
