@@ -167,8 +167,8 @@ func runDraft(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return cli.ExitOK
 }
 
-// reviewPathFor is WF.review.md for WF.toml (WF.review.md for any other
-// name, with the extension dropped).
+// reviewPathFor is the review beside a draft: WF.review.md for WF.toml
+// (and NAME.review.md for a NAME without the .toml extension).
 func reviewPathFor(out string) string {
 	base := strings.TrimSuffix(out, ".toml")
 	return base + ".review.md"
