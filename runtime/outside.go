@@ -7,10 +7,10 @@ import (
 )
 
 // Outside is the one seam through which handlers reach the outside world
-// (intelligence, MCP, HTTP, shell, files, environment). A run without one
-// performs every interaction directly; a recorder (runtime/tape) performs
-// them and writes each request and answer to a tape; a replayer answers
-// them from a tape and performs none.
+// (intelligence, MCP, HTTP, shell, files, environment, internal events).
+// A run without one performs every interaction directly; a recorder
+// (runtime/tape) performs them and writes each request and answer to a
+// tape; a replayer answers them from a tape and performs none.
 type Outside interface {
 	// Interact answers one request of kind (for example "llm.complete",
 	// "http.request") made by the node of c. perform does the real
