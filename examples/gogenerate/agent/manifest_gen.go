@@ -6,13 +6,14 @@
 package main
 
 // ManifestBlob is the manifest (manifest.json), wrapped in the markers kiln inspect looks for.
-const ManifestBlob = "\x00KILN-MANIFEST\x0000001246\x00{\n" +
+const ManifestBlob = "\x00KILN-MANIFEST\x0000001311\x00{\n" +
 	"  \"schema\": \"kiln.manifest/v1\",\n" +
 	"  \"workflow\": {\n" +
 	"    \"name\": \"gogenerate\",\n" +
 	"    \"digest\": \"3ef77232c46fb9cb1b85210dfcabd11a915d24beeedcf3c08569d93197a6a5db\"\n" +
 	"  },\n" +
 	"  \"kiln_version\": \"devel\",\n" +
+	"  \"kiln_sum\": \"h1:g6jm+jv9agPZ7czdB7XtXe+PGsKhGW6Pt8NkMjqB4hw=\",\n" +
 	"  \"build_tags\": [\n" +
 	"    \"kiln_custom\",\n" +
 	"    \"kiln_control\",\n" +
@@ -58,6 +59,6 @@ const ManifestBlob = "\x00KILN-MANIFEST\x0000001246\x00{\n" +
 	"    }\n" +
 	"  ],\n" +
 	"  \"effective_needs_sha256\": \"ee2957a36377661a4aea2f13ef01713da0aaea6b77a8503271e79cf954def49e\",\n" +
-	"  \"tables_sha256\": \"2e1769099365a70768753238e9a785c8f712383bd6f2e90b5db6c85a0dddf4d6\"\n" +
+	"  \"tables_sha256\": \"064448430d6963dd1026a571371e3a747d60c05a892c258de6212cab5d3a3cc9\"\n" +
 	"}\n" +
 	"\x00KILN-MANIFEST-END\x00"
