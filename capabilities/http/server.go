@@ -177,7 +177,8 @@ func (s *Server) newRoute(spec workflow.HTTPRoute) (*route, error) {
 		rt.schema = sch
 	}
 	if spec.IdempotencyKey != "" {
-		if h.Engine.StateDir == "" {
+		store := runtime.ClaimStoreFor(h.Engine)
+		if store == nil {
 			return nil, errors.New("idempotency_key needs a state directory (--state-dir)")
 		}
 		rt.ttl = 86400 * time.Second
@@ -188,7 +189,7 @@ func (s *Server) newRoute(spec workflow.HTTPRoute) (*route, error) {
 			rt.ttl = time.Duration(*t) * time.Second
 		}
 		if s.idem == nil {
-			s.idem = newIdemStore(h.Engine.StateDir, s.now)
+			s.idem = &idemStore{store: store}
 		}
 	}
 	return rt, nil

@@ -1,0 +1,76 @@
+package runtime
+
+import (
+	"context"
+	"time"
+)
+
+// ClaimStore holds the idempotency claims and recorded replies of keyed
+// routes. Every process that shares one store behaves as one agent at the
+// route boundary: a key claimed by one is refused or replayed by all the
+// others. The default is FileClaims under --state-dir (one host); the
+// pgstate family shares it across hosts. See docs/scaling.md.
+//
+// scope names what the key belongs to (the route); a store never keeps the
+// key itself, only a digest of (scope, key).
+type ClaimStore interface {
+	// Begin claims (scope, key). ClaimRun obliges the caller to Finish or
+	// Abandon the claim.
+	Begin(ctx context.Context, scope, key string) (Claim, error)
+	// Finish records the reply for ttl and releases the claim.
+	Finish(ctx context.Context, scope, key string, ttl time.Duration, reply StoredReply) error
+	// Abandon forgets the claim, so the key stays retryable.
+	Abandon(ctx context.Context, scope, key string) error
+	// Sweep deletes expired replies (housekeeping); it never touches a
+	// claim someone holds.
+	Sweep(ctx context.Context)
+}
+
+// ClaimOutcome is what Begin decided.
+type ClaimOutcome int
+
+const (
+	ClaimRun      ClaimOutcome = iota // run it; the caller must Finish or Abandon
+	ClaimReplay                       // a recorded reply exists: Claim.Reply
+	ClaimInFlight                     // a live holder runs this key now: refuse (409)
+)
+
+// Claim is Begin's answer. TakenOver reports that the key was in flight
+// for a holder that is gone (crashed, or its lease ran out).
+type Claim struct {
+	Outcome   ClaimOutcome
+	Reply     *StoredReply
+	TakenOver bool
+}
+
+// StoredReply is a recorded route reply, replayed to redeliveries.
+type StoredReply struct {
+	Status      int
+	ContentType string
+	Body        []byte
+}
+
+type claimStoreKey struct{}
+
+// SetClaimStore installs the process's shared claim store (a state
+// backend's Setup does this); it replaces the file default.
+func SetClaimStore(s *Services, c ClaimStore) { s.Values.Store(claimStoreKey{}, c) }
+
+// ClaimStoreFor returns the engine's claim store: the installed backend,
+// else the file store under StateDir, else nil (no state: keyed routes
+// cannot run).
+func ClaimStoreFor(e *Engine) ClaimStore {
+	if e.Services != nil {
+		if c, ok := e.Services.Values.Load(claimStoreKey{}); ok {
+			return c.(ClaimStore)
+		}
+	}
+	if e.StateDir == "" {
+		return nil
+	}
+	now := e.Now
+	if now == nil {
+		now = time.Now
+	}
+	return NewFileClaims(e.StateDir, now)
+}
