@@ -2,9 +2,11 @@ package deploy_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -93,5 +95,58 @@ func TestStamps(t *testing.T) {
 	// An existing file is never overwritten.
 	if _, err := deploy.WriteFiles(dir, files[:1]); err == nil || !strings.Contains(err.Error(), "already exists") {
 		t.Fatalf("second write: %v, want a refusal", err)
+	}
+}
+
+var (
+	anyHex  = regexp.MustCompile(`[0-9a-f]{64}`)
+	anySize = regexp.MustCompile(`"size":\d+`)
+)
+
+// The image's config and manifest, with every digest and size replaced,
+// are golden too: user, entrypoint, labels, annotations, media types.
+func TestGoldenImage(t *testing.T) {
+	for _, name := range []string{"hello", "webhook"} {
+		t.Run(name, func(t *testing.T) {
+			s, sp := spec(t, name)
+			img, err := deploy.Image(s, sp, deploy.ImageOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := img.RawConfigFile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			man, err := img.RawManifest()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got bytes.Buffer
+			for _, raw := range [][]byte{cfg, man} {
+				var v any
+				if err := json.Unmarshal(raw, &v); err != nil {
+					t.Fatal(err)
+				}
+				b, _ := json.Marshal(v) // sorted keys
+				b = anySize.ReplaceAll(anyHex.ReplaceAll(b, []byte("HEX")), []byte(`"size":N`))
+				b = bytes.ReplaceAll(b, []byte(`"architecture":"`+s.GOARCH+`"`), []byte(`"architecture":"GOARCH"`))
+				got.Write(b)
+				got.WriteByte('\n')
+			}
+			golden := filepath.Join("testdata", "golden", name+".image.json")
+			if *update {
+				if err := os.WriteFile(golden, got.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test ./gen/deploy -run TestGoldenImage -update)", err)
+			}
+			if !bytes.Equal(got.Bytes(), want) {
+				t.Errorf("image config and manifest differ from %s:\n%s", golden, got.Bytes())
+			}
+		})
 	}
 }
