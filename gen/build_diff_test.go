@@ -19,6 +19,7 @@ import (
 	"github.com/kilnworks/kiln/gen"
 	"github.com/kilnworks/kiln/gen/fixture"
 	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/runtime/testtool"
 )
 
 // diffSpec is the part of a fixture.toml the differential test uses; the
@@ -163,7 +164,7 @@ var (
 func buildKiln(t *testing.T) string {
 	t.Helper()
 	kilnOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "kiln-cli-")
+		dir, err := testtool.ProcessDir("kiln-cli-")
 		if err != nil {
 			kilnErr = err
 			return

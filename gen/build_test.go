@@ -16,6 +16,7 @@ import (
 
 	"github.com/kilnworks/kiln/gen"
 	"github.com/kilnworks/kiln/runtime/manifest"
+	"github.com/kilnworks/kiln/runtime/testtool"
 )
 
 // maxHelloBytes is the size target of the sealed hello (3.0 MiB).
@@ -35,7 +36,7 @@ var (
 func helloBinary(t *testing.T) *gen.BuildResult {
 	t.Helper()
 	helloOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "kiln-hello-")
+		dir, err := testtool.ProcessDir("kiln-hello-")
 		if err != nil {
 			helloErr = err
 			return

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/kilnworks/kiln/runtime/cli"
+	"github.com/kilnworks/kiln/runtime/testtool"
 )
 
 // The end-to-end tests run the real kiln binary, built once per test
@@ -35,7 +36,7 @@ func TestMain(m *testing.M) {
 func builtKiln(t *testing.T) string {
 	t.Helper()
 	kilnBin.once.Do(func() {
-		dir, err := os.MkdirTemp("", "kiln-e2e-")
+		dir, err := testtool.ProcessDir("kiln-e2e-")
 		if err != nil {
 			kilnBin.err = err
 			return

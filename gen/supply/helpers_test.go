@@ -14,6 +14,7 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature"
 
 	"github.com/kilnworks/kiln/runtime/manifest"
+	"github.com/kilnworks/kiln/runtime/testtool"
 )
 
 // repoRoot is the kiln checkout holding this package.
@@ -71,7 +72,7 @@ func sampleBinary(t testing.TB) string {
 }
 
 func buildSample(root string) (string, string) {
-	dir, err := os.MkdirTemp("", "kiln-supply-sample-")
+	dir, err := testtool.ProcessDir("kiln-supply-sample-")
 	if err != nil {
 		return "", err.Error()
 	}
