@@ -3,6 +3,7 @@ package gen
 import (
 	"fmt"
 	"math"
+	"net"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -201,6 +202,11 @@ func (c *checker) checkFamilies() {
 }
 
 func (c *checker) checkServer() {
+	if sv := c.wf.Server; sv != nil && sv.OpsBind != "" {
+		if _, port, err := net.SplitHostPort(sv.OpsBind); err != nil || port == "" {
+			c.add("invalid_ops_bind", "[server]: ops_bind %q must be HOST:PORT (for example 127.0.0.1:9090)", sv.OpsBind)
+		}
+	}
 	tls := c.serverTLS()
 	if tls == nil {
 		return

@@ -22,7 +22,7 @@ type Host struct {
 	ServeMode bool
 	// DrainTimeout bounds how long listeners may take, once their Serve
 	// ctx is cancelled (SIGTERM/SIGINT), to finish in-flight runs
-	// (--drain-timeout-secs; the CLI sets it, default 30s).
+	// (--drain-timeout-secs; the CLI sets it, default 25s).
 	DrainTimeout time.Duration
 	// RunTimeout is the deadline of every run the host starts without one
 	// of its own (--timeout-secs), serve-mode runs included; 0 leaves it

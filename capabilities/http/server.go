@@ -26,6 +26,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v5"
 
 	httpspec "github.com/kilnworks/kiln/capabilities/http/spec"
+	"github.com/kilnworks/kiln/capabilities/internal/ops"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
@@ -86,7 +87,7 @@ type Server struct {
 	audit   *slog.Logger
 	now     func() time.Time
 	routes  map[string]map[string]*route // path -> method -> route
-	metrics *metrics
+	metrics *routeMetrics
 	idem    *idemStore // nil: no keyed route
 	tls     *tlsState  // nil: plain HTTP
 
@@ -126,7 +127,7 @@ func New(h *runtime.Host, cfg Config) (*Server, error) {
 		s.routes[spec.Path][spec.Method] = rt
 		names = append(names, rt.name)
 	}
-	s.metrics = newMetrics(wf.Name, names)
+	s.metrics = newMetrics(h, names) // runs, nodes, triggers: every run of the process
 	if err := s.loadVerifiers(); err != nil {
 		return nil, err
 	}
@@ -136,7 +137,6 @@ func New(h *runtime.Host, cfg Config) (*Server, error) {
 	}
 	s.tls = tlsState
 	s.runCtx, s.cancelRuns = context.WithCancel(context.Background())
-	s.host.OnReport(s.metrics.observeRun) // every run of the process, not only route runs
 	return s, nil
 }
 
@@ -396,21 +396,18 @@ func headSize(r *http.Request) int {
 func (s *Server) builtin(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/healthz":
-		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "workflow": s.host.Program.Workflow.Name})
+		writeJSON(w, http.StatusOK, ops.Health(s.host))
 	case "/readyz":
-		if ready, why := s.host.Ready(); !ready {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready", "reasons": why})
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]any{"status": "ready"})
+		code, body := ops.Ready(s.host)
+		writeJSON(w, code, body)
 	case wellKnownPath, openWOPPath, agentsPath:
 		s.serveDiscovery(w, r)
 	default: // under /v1/agents/ (isBuiltin)
 		s.serveAgent(w, r)
 	case "/metrics":
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		w.Header().Set("Content-Type", ops.ContentType)
 		w.WriteHeader(http.StatusOK)
-		_ = s.metrics.write(w)
+		_ = s.metrics.write(w, s.host.Program.Workflow.Name)
 	}
 }
 

@@ -3,18 +3,17 @@ package http
 import (
 	_ "github.com/kilnworks/kiln/capabilities/control"
 
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/kilnworks/kiln/capabilities/internal/ops/opstest"
 	"github.com/kilnworks/kiln/runtime"
 )
 
@@ -243,45 +242,12 @@ idempotency_ttl_secs = 0`, "idempotency_ttl_secs must be positive"},
 	}
 }
 
-var sampleLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? ([0-9.e+-]+|\+Inf)$`)
-
-// parseMetrics checks the exposition line by line and returns samples
-// by "name{labels}".
+// parseMetrics parses the exposition with the Prometheus text parser
+// and returns samples by "name{labels sorted by name}".
 func parseMetrics(t *testing.T, text string) map[string]float64 {
 	t.Helper()
-	out := map[string]float64{}
-	typed := map[string]string{}
-	sc := bufio.NewScanner(strings.NewReader(text))
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "# HELP "):
-			if len(strings.Fields(line)) < 4 {
-				t.Fatalf("HELP without text: %q", line)
-			}
-		case strings.HasPrefix(line, "# TYPE "):
-			f := strings.Fields(line)
-			if len(f) != 4 || (f[3] != "counter" && f[3] != "histogram" && f[3] != "gauge") {
-				t.Fatalf("bad TYPE line %q", line)
-			}
-			typed[f[2]] = f[3]
-		default:
-			m := sampleLine.FindStringSubmatch(line)
-			if m == nil {
-				t.Fatalf("unparsable sample line %q", line)
-			}
-			base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(m[1], "_bucket"), "_sum"), "_count")
-			if typed[m[1]] == "" && typed[base] != "histogram" {
-				t.Fatalf("sample %q before its TYPE line", line)
-			}
-			v, err := strconv.ParseFloat(m[4], 64)
-			if err != nil {
-				t.Fatalf("bad value in %q", line)
-			}
-			out[m[1]+m[2]] = v
-		}
-	}
-	return out
+	samples, _ := opstest.Parse(t, text)
+	return samples
 }
 
 func TestMetrics(t *testing.T) {
@@ -310,18 +276,20 @@ key = "fail"
 	}
 	m := parseMetrics(t, r.body)
 	want := map[string]float64{
-		`kiln_runs_total{workflow="hooks",status="completed"}`:                                     3,
-		`kiln_runs_total{workflow="hooks",status="failed"}`:                                        1,
-		`kiln_runs_total{workflow="hooks",status="errored"}`:                                       0,
+		`kiln_runs_total{start_node="main",status="completed",workflow="hooks"}`:                   3,
+		`kiln_runs_total{start_node="other",status="failed",workflow="hooks"}`:                     1,
+		`kiln_runs_active{workflow="hooks"}`:                                                       0,
+		`kiln_node_duration_seconds_count{kind="httptest_node",workflow="hooks"}`:                  4,
+		`kiln_node_retries_total{kind="httptest_node",workflow="hooks"}`:                           0,
 		`kiln_node_executions_total{workflow="hooks"}`:                                             4,
 		`kiln_policy_denials_total{workflow="hooks"}`:                                              0,
 		`kiln_llm_tokens_total{workflow="hooks"}`:                                                  0,
-		`kiln_http_requests_total{workflow="hooks",route="POST /hook",code="200"}`:                 3,
-		`kiln_http_requests_total{workflow="hooks",route="POST /hook",code="400"}`:                 1,
-		`kiln_http_requests_total{workflow="hooks",route="POST /fail",code="422"}`:                 1,
-		`kiln_http_request_duration_seconds_count{workflow="hooks",route="POST /hook"}`:            4,
-		`kiln_http_request_duration_seconds_bucket{workflow="hooks",route="POST /hook",le="+Inf"}`: 4,
-		`kiln_http_request_duration_seconds_count{workflow="hooks",route="POST /fail"}`:            1,
+		`kiln_http_requests_total{code="200",route="POST /hook",workflow="hooks"}`:                 3,
+		`kiln_http_requests_total{code="400",route="POST /hook",workflow="hooks"}`:                 1,
+		`kiln_http_requests_total{code="422",route="POST /fail",workflow="hooks"}`:                 1,
+		`kiln_http_request_duration_seconds_count{route="POST /hook",workflow="hooks"}`:            4,
+		`kiln_http_request_duration_seconds_bucket{le="+Inf",route="POST /hook",workflow="hooks"}`: 4,
+		`kiln_http_request_duration_seconds_count{route="POST /fail",workflow="hooks"}`:            1,
 	}
 	for k, v := range want {
 		if got, ok := m[k]; !ok || got != v {
@@ -331,7 +299,7 @@ key = "fail"
 	// Buckets are cumulative and end at the count.
 	prev := -1.0
 	for _, le := range latencyBuckets {
-		v := m[fmt.Sprintf(`kiln_http_request_duration_seconds_bucket{workflow="hooks",route="POST /hook",le="%s"}`, strconv.FormatFloat(le, 'g', -1, 64))]
+		v := m[fmt.Sprintf(`kiln_http_request_duration_seconds_bucket{le="%s",route="POST /hook",workflow="hooks"}`, strconv.FormatFloat(le, 'g', -1, 64))]
 		if v < prev {
 			t.Fatalf("bucket le=%v decreases", le)
 		}
@@ -349,10 +317,10 @@ key = "fail"
 		t.Fatalf("trigger run: %+v", rep.Outcome)
 	}
 	m = parseMetrics(t, ts.do(t, "GET", "/metrics", "").expect(t, 200).body)
-	if got := m[`kiln_runs_total{workflow="hooks",status="failed"}`]; got != 2 {
+	if got := m[`kiln_runs_total{start_node="other",status="failed",workflow="hooks"}`]; got != 2 {
 		t.Errorf("failed runs after a trigger run = %v, want 2", got)
 	}
-	if got := m[`kiln_http_requests_total{workflow="hooks",route="POST /fail",code="422"}`]; got != 1 {
+	if got := m[`kiln_http_requests_total{code="422",route="POST /fail",workflow="hooks"}`]; got != 1 {
 		t.Errorf("a trigger run counted as a request: %v", got)
 	}
 }

@@ -107,7 +107,7 @@ func defineFlags(fs *flag.FlagSet, s *settings) {
 	fs.StringVar(&s.logTarget, "log-target", "", "audit log `target`: stderr, stdout or file:PATH")
 	fs.BoolVar(&s.quiet, "quiet", false, "disable the audit log")
 	fs.StringVar(&s.mode, "mode", "", "`once` or serve (default: serve when the workflow has http routes or long-lived triggers)")
-	fs.IntVar(&s.drainSecs, "drain-timeout-secs", 30, "serve mode: `seconds` to let in-flight runs finish after SIGTERM/SIGINT")
+	fs.IntVar(&s.drainSecs, "drain-timeout-secs", 25, "serve mode: `seconds` to let in-flight runs finish after SIGTERM/SIGINT (25: inside Kubernetes' default 30 s grace)")
 	fs.StringVar(&s.config, "config", "", "refused: the workflow is compiled in (sealed) or already named (kiln run)")
 	fs.BoolVar(&s.version, "version", false, "print the version and exit")
 	defineDurableFlags(fs, &s.durable)
@@ -589,6 +589,12 @@ func readInput(name string, stdin io.Reader) (any, error) {
 	return v, nil
 }
 
+// servesWork: l starts runs (not the ops listener, which StopsLast).
+func servesWork(l runtime.Listener) bool {
+	_, last := l.(interface{ StopsLast() })
+	return !last
+}
+
 // serveLoop runs every extension's listeners until a signal (or the first
 // listener failure), then cancels them and waits for them to drain.
 func serveLoop(ctx context.Context, stop context.CancelFunc, h *runtime.Host, exts []runtime.Extension,
@@ -604,7 +610,7 @@ func serveLoop(ctx context.Context, stop context.CancelFunc, h *runtime.Host, ex
 		}
 		listeners = append(listeners, ls...)
 	}
-	if len(listeners) == 0 {
+	if !slices.ContainsFunc(listeners, servesWork) { // the ops listener alone serves nothing
 		return fail(ExitUsage, "serve mode: nothing to serve (the workflow declares no http routes or triggers a compiled-in capability listens for)")
 	}
 	audit := h.Engine.Audit
@@ -617,23 +623,49 @@ func serveLoop(ctx context.Context, stop context.CancelFunc, h *runtime.Host, ex
 	type result struct {
 		name string
 		err  error
+		last bool
 	}
 	done := make(chan result, len(listeners))
+	// The ops listener (and any other that StopsLast) keeps answering
+	// /readyz with 503 while the others drain: lastCtx ends after them.
+	lastCtx, stopLast := context.WithCancel(context.Background())
+	defer stopLast()
+	others := 0 // listeners running that stop on the signal
 	for _, l := range listeners {
-		go func(l runtime.Listener) { done <- result{l.Name(), l.Serve(ctx)} }(l)
+		lctx, isLast := ctx, false
+		if _, ok := l.(interface{ StopsLast() }); ok {
+			lctx, isLast = lastCtx, true
+		} else {
+			others++
+		}
+		go func(l runtime.Listener) { done <- result{l.Name(), l.Serve(lctx), isLast} }(l)
+	}
+	finished := func(r result) {
+		if !r.last {
+			others--
+		}
+		if others == 0 {
+			stopLast()
+		}
 	}
 	code, running := ExitOK, len(listeners)
 	select {
 	case <-ctx.Done():
 	case r := <-done:
 		running--
+		finished(r)
 		if r.err != nil {
 			code = fail(ExitUsage, "listener %s: %v", r.name, r.err)
 		} else {
 			audit.Warn("serve.listener_stopped", "listener", r.name)
 		}
 	}
+	// Not ready from here on, before any listener stops accepting.
+	h.BlockReady("draining", "the process is stopping")
 	stop() // cancel every listener; a second signal now kills the process
+	if others == 0 {
+		stopLast()
+	}
 	audit.Info("serve.draining", "listeners", running, "drain_timeout_secs", int(h.DrainTimeout/time.Second))
 	// Listeners drain in-flight runs within DrainTimeout themselves; the
 	// grace on top covers their own shutdown.
@@ -645,6 +677,7 @@ func serveLoop(ctx context.Context, stop context.CancelFunc, h *runtime.Host, ex
 			if r.err != nil && !errors.Is(r.err, context.Canceled) {
 				audit.Warn("serve.listener_error", "listener", r.name, "error", r.err.Error())
 			}
+			finished(r)
 		case <-deadline:
 			audit.Warn("serve.drain_timeout", "listeners_still_running", running)
 			running = 0

@@ -13,7 +13,7 @@ import (
 
 // sandboxRequest lists what the process touches after confinement beyond
 // its [policy]: the state directory, --input, log files, --record's
-// directory, --record-dir and, in serve mode, the --bind address
+// directory, --record-dir and, in serve mode, the --bind and ops addresses
 // (docs/sandbox.md).
 func sandboxRequest(s *settings, o Options, fs *flag.FlagSet, serve bool) confine.Request {
 	req := confine.Request{Workflow: o.Workflow, StateDir: s.stateDir}
@@ -37,6 +37,9 @@ func sandboxRequest(s *settings, o Options, fs *flag.FlagSet, serve bool) confin
 	}
 	if f := fs.Lookup("bind"); f != nil && serve {
 		req.Binds = append(req.Binds, f.Value.String())
+	}
+	if addr := opsBind(fs, o.Workflow); addr != "" && serve {
+		req.Binds = append(req.Binds, addr)
 	}
 	return req
 }

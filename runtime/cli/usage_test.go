@@ -20,7 +20,7 @@ func TestHelpNamesTheCommand(t *testing.T) {
 	}
 	// --config is refused when given, so the help does not offer it; the
 	// defaults of the flags it does show are still printed.
-	if strings.Contains(r.stderr, "-config") || !strings.Contains(r.stderr, "(default 30)") {
+	if strings.Contains(r.stderr, "-config") || !strings.Contains(r.stderr, "(default 25)") {
 		t.Fatalf("help lists -config or lost defaults:\n%s", r.stderr)
 	}
 	var out, errb strings.Builder

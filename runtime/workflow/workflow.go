@@ -274,6 +274,9 @@ type OIDCAuth struct {
 // Server is the [server] block.
 type Server struct {
 	TLS *TLS `toml:"tls"`
+	// OpsBind is the ops listener's address (/healthz, /readyz,
+	// /metrics) when --ops-bind is not given; "" serves none.
+	OpsBind string `toml:"ops_bind"`
 }
 
 type TLS struct {

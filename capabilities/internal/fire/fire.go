@@ -13,6 +13,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	// Every trigger family runs long, so each gets the ops listener
+	// (--ops-bind: /healthz, /readyz, /metrics) through this import.
+	_ "github.com/kilnworks/kiln/capabilities/internal/ops"
+	"github.com/kilnworks/kiln/capabilities/internal/ops/metrics"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
@@ -41,11 +45,13 @@ func (g *Gate) NextTick() int64 { return g.tick.Add(1) }
 func (g *Gate) Fire(ctx context.Context, payload map[string]any) bool {
 	audit := g.audit()
 	if !g.slot.Claim() {
+		metrics.Of(g.Host).TriggerSkipped(g.Name)
 		audit.Warn(g.Prefix+".skipped", "trigger", g.Name, "start_node", g.StartNode, "tick", payload["tick"],
 			"reason", "previous run still in flight")
 		return false
 	}
 	id := runtime.NewExecutionID()
+	metrics.Of(g.Host).TriggerFired(g.Name)
 	audit.Info(g.Prefix+".fire", "trigger", g.Name, "start_node", g.StartNode, "tick", payload["tick"], "execution_id", id)
 	g.slot.Go(ctx, func(runCtx context.Context, free func()) {
 		rep := g.Host.Fire(runCtx, runtime.RunOptions{
