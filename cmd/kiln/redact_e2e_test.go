@@ -308,7 +308,7 @@ func TestSecretsRedactedOnlyAtSinks(t *testing.T) {
 			if err := json.Unmarshal(record, &top); err != nil {
 				t.Fatalf("record is not JSON: %v\n%s", err, record)
 			}
-			if keys := strings.Join(runtime.SortedKeys(top), ","); keys != "cost,detail,execution_id,last_node,start_node,status,trace,wall_ms,workflow" {
+			if keys := strings.Join(runtime.SortedKeys(top), ","); keys != "attempts,cost,detail,execution_id,interactions,last_node,start_node,started_at,status,tape,trace,trigger,wall_ms,workflow,workflow_digest" { // the record is a tape (docs/replay.md)
 				t.Fatalf("record keys changed: %s", keys)
 			}
 			dec := json.NewDecoder(bytes.NewReader(record))
@@ -379,6 +379,9 @@ func TestSecretsRedactedOnlyAtSinks(t *testing.T) {
 
 			if anywhere {
 				for what, b := range sinks {
+					if what == "record" {
+						continue // a tape: its own keys ("seq", "request") hold a "q"; every string is checked above
+					}
 					if bytes.Contains(b, []byte(secret)) {
 						t.Fatalf("secret %q in the %s:\n%s", secret, what, b)
 					}
