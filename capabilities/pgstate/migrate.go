@@ -1,0 +1,108 @@
+package pgstate
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// migrationLockID is the pg_advisory_lock key that serialises migrations
+// across replicas starting at once ("kilnmig" in ASCII).
+const migrationLockID int64 = 0x6b696c6e6d6967
+
+// migration is one embedded file, NNNN_name.sql, applied once in order.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+func migrations() ([]migration, error) {
+	entries, err := fs.ReadDir(migrationFiles, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	var out []migration
+	for _, e := range entries {
+		num, _, ok := strings.Cut(e.Name(), "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil || v <= 0 {
+			return nil, fmt.Errorf("pgstate: migration %s is not named NNNN_name.sql", e.Name())
+		}
+		data, err := migrationFiles.ReadFile("migrations/" + e.Name())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, migration{version: v, name: e.Name(), sql: string(data)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
+	for i, m := range out {
+		if m.version != i+1 {
+			return nil, fmt.Errorf("pgstate: migration %s: versions must run 1, 2, 3... without gaps", m.name)
+		}
+	}
+	return out, nil
+}
+
+// Migrate brings the schema to the newest embedded version. It holds a
+// session advisory lock on one connection for the whole time, so replicas
+// starting together apply each migration exactly once; each migration and
+// its version row commit in one transaction. A database newer than this
+// binary is refused: its schema may mean something this code does not do.
+func Migrate(ctx context.Context, pool *pgxpool.Pool) (version int, err error) {
+	all, err := migrations()
+	if err != nil {
+		return 0, err
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("pgstate: migrate: %w", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrationLockID); err != nil {
+		return 0, fmt.Errorf("pgstate: migrate: advisory lock: %w", err)
+	}
+	defer func() {
+		// A fresh context: the lock must go even when ctx has expired.
+		uctx, cancel := context.WithTimeout(context.Background(), defaultQueryTimeout)
+		defer cancel()
+		if _, uerr := conn.Exec(uctx, `SELECT pg_advisory_unlock($1)`, migrationLockID); uerr != nil {
+			conn.Conn().Close(uctx) // closing the session drops the lock
+		}
+	}()
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS kiln_schema_migrations (
+		version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return 0, fmt.Errorf("pgstate: migrate: %w", err)
+	}
+	var current int
+	if err := conn.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM kiln_schema_migrations`).Scan(&current); err != nil {
+		return 0, fmt.Errorf("pgstate: migrate: %w", err)
+	}
+	if current > len(all) {
+		return current, fmt.Errorf("pgstate: the database schema is at version %d, newer than this binary's %d: upgrade the binary", current, len(all))
+	}
+	for _, m := range all[current:] {
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, m.sql); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO kiln_schema_migrations (version, name) VALUES ($1, $2)`, m.version, m.name)
+			return err
+		})
+		if err != nil {
+			return current, fmt.Errorf("pgstate: migration %s: %w", m.name, err)
+		}
+		current = m.version
+	}
+	return current, nil
+}
