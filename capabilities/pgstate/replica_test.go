@@ -25,9 +25,9 @@ import (
 // in the shared database.
 const (
 	replicaEnv      = "KILN_PGSTATE_REPLICA_DSN"
-	replicaLogEnv   = "KILN_PGSTATE_RUN_LOG"   // every run appends a line here
-	replicaBlockEnv = "KILN_PGSTATE_BLOCK"     // "1": runs block until cancelled
-	replicaLeaseEnv = "KILN_PGSTATE_LEASE_MS"  // the claim lease
+	replicaLogEnv   = "KILN_PGSTATE_RUN_LOG"    // every run appends a line here
+	replicaBlockEnv = "KILN_PGSTATE_BLOCK"      // "1": runs block until cancelled
+	replicaLeaseEnv = "KILN_PGSTATE_LEASE_MS"   // the claim lease
 	replicaIDEnv    = "KILN_PGSTATE_REPLICA_ID" // written in the run log
 )
 
