@@ -99,7 +99,7 @@ func defineFlags(fs *flag.FlagSet, s *settings) {
 	fs.StringVar(&s.start, "start", "", "start node `name` (default: the first [[start_nodes]] entry)")
 	fs.StringVar(&s.input, "input", "", "trigger payload: a JSON `file`, or - for stdin")
 	fs.BoolVar(&s.dryRun, "dry-run", false, "check policy but replace side effects with placeholders")
-	fs.StringVar(&s.record, "record", "", "write the run record (outcome, cost, trace) to `file`")
+	fs.StringVar(&s.record, "record", "", "write the one-shot run's tape (outcome, trace, trigger, every outside interaction; docs/replay.md) to `file`")
 	fs.IntVar(&s.timeoutSecs, "timeout-secs", 0, "run deadline in `seconds` (0: [budget].max_run_time_secs, else none)")
 	fs.StringVar(&s.stateDir, "state-dir", "", "`directory` for checkpoints (needed by pause_for_approval)")
 	fs.StringVar(&s.logLevel, "log-level", "", "audit log `level`: trace, debug, info, warn, error, off")
