@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -513,4 +514,25 @@ func tokenServer(t *testing.T) string {
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	return "http://" + ln.Addr().String()
+}
+
+// --dry-run explains each node of the hello example and writes nothing; a
+// path outside the policy is explained as a denial with its reason.
+func TestDryRunExplainsHello(t *testing.T) {
+	t.Setenv("USER", "alice")
+	out := t.TempDir()
+	wf := copyExample(t, "hello", "/tmp/kiln-hello/", out+"/")
+	target := filepath.Join(out, "hello.txt")
+	code, _, stderr := runKiln(t, "run", wf, "--quiet", "--dry-run", "--input", writeJSON(t, map[string]any{"output_path": target}))
+	if code != cli.ExitOK || !strings.Contains(stderr, "dry run of hello") ||
+		!regexp.MustCompile(`(?m)^\s+3\s+save\s+write_file\s+write_file bytes=\d+ path="`+regexp.QuoteMeta(target)+`"\s+allowed$`).MatchString(stderr) {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	if _, err := os.Stat(target); !os.IsNotExist(err) {
+		t.Fatal("the dry run wrote the file")
+	}
+	code, _, stderr = runKiln(t, "run", wf, "--quiet", "--dry-run", "--input", writeJSON(t, map[string]any{"output_path": "/etc/kiln-dry-run.txt"}))
+	if code != cli.ExitFailed || !regexp.MustCompile(`(?m)^\s+3\s+save\s+write_file\s+not run\s+DENIED: fs.write denied on /etc/kiln-dry-run.txt: `).MatchString(stderr) {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
 }
