@@ -93,3 +93,20 @@ func TestMkdirAllAcceptsAConcurrentCreate(t *testing.T) {
 		}
 	})
 }
+
+// step, one component at a time, answers -1 with every error: a missing
+// name, and a non-directory where a directory is wanted (which readlink
+// then confirms is no link).
+func TestStepErrorsReturnNoDescriptor(t *testing.T) {
+	tr := makeTree(t)
+	root := openDir(t, tr.root)
+	for name, flags := range map[string]int{
+		"missing": unix.O_PATH,
+		"file":    unix.O_PATH | unix.O_DIRECTORY,
+	} {
+		fd, target, err := step(root, name, flags)
+		if err == nil || fd != -1 || target != "" {
+			t.Errorf("%s: descriptor %d, target %q, %v; want -1 and an error", name, fd, target, err)
+		}
+	}
+}
