@@ -420,6 +420,22 @@ func TestReplaySealed(t *testing.T) {
 	if _, err := os.Stat(target); !os.IsNotExist(err) {
 		t.Fatalf("a replay wrote %s", target)
 	}
+
+	// An intelligence workflow: its sealed build replays a kiln run tape
+	// with no backend configured (BIN replay --json directly).
+	_, sock := startReplayMock(t, "../../examples/classifier/intel-mock.toml")
+	cls := copyExample(t, "classifier")
+	clsBin := filepath.Join(t.TempDir(), "classifier")
+	if code, _, stderr := runKiln(t, "build", cls, "-o", clsBin); code != cli.ExitOK {
+		t.Fatalf("kiln build: exit %d\n%s", code, stderr)
+	}
+	clsTape := record(t, cls, "--intel-unix", sock, "--intel-route-all", "--preflight=warn",
+		"--input", writeJSON(t, map[string]any{"text": "The update broke my build again."}))
+	outb, err := exec.Command(clsBin, "replay", "--json", clsTape).Output()
+	var rep cli.ReplayReport
+	if err != nil || json.Unmarshal(outb, &rep) != nil || !rep.Same || len(rep.Results) != 1 || rep.Results[0].NewStatus != "completed" {
+		t.Fatalf("%s replay --json: %v\n%s", clsBin, err, outb)
+	}
 }
 
 // A tape of MCP calls on the reference server (a tool call and a resource
