@@ -169,6 +169,13 @@ func TestReplayExamplesSame(t *testing.T) {
 	_, sock := startReplayMock(t, "../../examples/classifier/intel-mock.toml")
 	statusURL, _, _ := statusServer(t)
 	tokenURL := tokenServer(t)
+	// A stand-in for the tickets MCP server of mcp-reconcile (stdio); only
+	// that case needs node.
+	ticketsCmd := func(t *testing.T) string {
+		stub, _ := filepath.Abs(filepath.Join("testdata", "replay", "tickets-mcp.js"))
+		cmd, _ := json.Marshal([]string{testtool.Command(t, "node"), stub})
+		return string(cmd)
+	}
 	cases := []struct {
 		name    string
 		replace []string
@@ -217,6 +224,15 @@ func TestReplayExamplesSame(t *testing.T) {
 				return []string{"--mode", "once", "--start", "on_file", "--preflight=warn", "--intel-unix", sock,
 					"--input", writeJSON(t, map[string]any{"path": ticket})}
 			}},
+		{name: "mcp-reconcile", status: "completed",
+			replace: []string{`["/usr/local/bin/tickets-mcp", "--stdio"]`, "TICKETS_CMD", "/etc/kiln/**", "OUT/**"},
+			args: func(t *testing.T, dir, wfDir string) []string {
+				desired := filepath.Join(dir, "queue.json")
+				os.WriteFile(desired, []byte(`{"owner": "ops", "size": 5}`), 0o644)
+				t.Setenv("TICKETS_TOKEN", "tickets-token-for-tests")
+				return []string{"--mode", "once", "--start", "on_change", "--preflight=warn",
+					"--input", writeJSON(t, map[string]any{"resource_uri": "tickets://queues/main", "desired": desired})}
+			}},
 		{name: "webhook", args: func(t *testing.T, dir, wfDir string) []string {
 			return []string{"--mode", "once", "--preflight=warn", "--input", writeJSON(t, map[string]any{"body": map[string]any{"action": "opened"}})}
 		}},
@@ -230,6 +246,9 @@ func TestReplayExamplesSame(t *testing.T) {
 			os.MkdirAll(out, 0o755)
 			for i := 1; i < len(c.replace); i += 2 {
 				c.replace[i] = strings.ReplaceAll(c.replace[i], "OUT", out)
+				if c.replace[i] == "TICKETS_CMD" {
+					c.replace[i] = ticketsCmd(t)
+				}
 			}
 			wf := copyExample(t, c.name, c.replace...)
 			tp := record(t, wf, c.args(t, out, filepath.Dir(wf))...)
