@@ -17,7 +17,7 @@ build:
 
 # tools: external programs that interop tests use (Go and npm tools into
 # .cache, Debian packages system-wide).
-tools: cosign mcp-everything mermaid-parser deb-tools
+tools: cosign mcp-everything mermaid-parser deb-tools postgres-tools
 
 # deb-tools: Debian packages that interop tests drive, as COMMAND=PACKAGE
 # pairs; a package is installed only when its command is missing, with one
@@ -36,6 +36,21 @@ deb-tools:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	else \
 		echo "WARNING: missing Debian packages:$$missing (not root, cannot install): the tests that need them skip outside CI and fail with CI=true"; \
+	fi
+
+# postgres-tools: initdb and pg_ctl for the pgstate tests, which run a
+# throwaway PostgreSQL cluster (capabilities/pgstate/pgtest). Debian keeps
+# them in /usr/lib/postgresql/NN/bin, off PATH, so both places are looked
+# at before Debian's postgresql is installed (as root).
+.PHONY: postgres-tools
+postgres-tools:
+	@if command -v initdb >/dev/null 2>&1 && command -v pg_ctl >/dev/null 2>&1; then :; \
+	elif ls /usr/lib/postgresql/*/bin/initdb /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing Debian's postgresql (initdb, pg_ctl) for the pgstate tests"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql; \
+	else \
+		echo "WARNING: initdb/pg_ctl missing (not root, cannot install postgresql): the pgstate tests skip outside CI and fail with CI=true"; \
 	fi
 
 # cosign: pinned v3 release for the supply-chain interop tests (gen/supply,
