@@ -5,11 +5,13 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/kilnworks/kiln/runtime/needs"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
@@ -123,4 +125,48 @@ func TestBudgetSetsLimitsAndGoMemoryLimit(t *testing.T) {
 		t.Error("negative max_cpu_secs accepted")
 	}
 	t.Log("budget: all checks ran")
+}
+
+// The preflight report, without an --approvals file: listed by id; the
+// network, filesystem and capability needs the compiled [policy] approves
+// say so; an empty secret file provides nothing; a blocked start names
+// exactly the unmet needs.
+func TestPreflightReportDetails(t *testing.T) {
+	dir := t.TempDir()
+	wf := simpleWF("w", workflow.Node{ID: "echo", Type: "cli_echo"})
+	wf.Source = filepath.Join(dir, "workflow.toml")
+	if err := os.WriteFile(filepath.Join(dir, "empty.txt"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wf.Secrets = []workflow.Secret{{Name: "EMPTY", Source: "file", Path: "empty.txt"}}
+	src := []string{"workflow:w"}
+	b := &Build{Needs: &needs.Effective{Workflow: "w", Needs: []needs.Need{
+		secretNeed("EMPTY", false),
+		{ID: "network:api.example.com", Kind: needs.KindNetwork, Host: "api.example.com", Sources: src},
+		{ID: "filesystem:/srv/data:rw", Kind: needs.KindFilesystem, Path: "/srv/data", Mode: "rw", Sources: src},
+		{ID: "capability:filesystem", Kind: needs.KindCapability, Type: "filesystem", Sources: src},
+	}}}
+
+	_, rep := runBuild(t, wf, b, nil, "needs")
+	var ids []string
+	for _, it := range rep.Needs {
+		ids = append(ids, it.ID)
+		want := "approved by the compiled [policy] (no --approvals file)"
+		if it.Kind == needs.KindSecret {
+			want = ""
+		}
+		if it.Kind != needs.KindSecret && (it.Status != needs.Satisfied || it.Detail != want) {
+			t.Errorf("%s: %s, detail %q; want satisfied, %q", it.ID, it.Status, it.Detail, want)
+		}
+	}
+	if got := strings.Join(ids, " "); got != "capability:filesystem filesystem:/srv/data:rw network:api.example.com secret:EMPTY" {
+		t.Errorf("report order: %s", got)
+	}
+	if s := itemStatus(rep, "secret:EMPTY"); s != needs.Missing {
+		t.Errorf("an empty secret file: %s", s)
+	}
+	r, _ := runBuild(t, wf, b, nil, "--log-level", "off")
+	if r.code != ExitBlocked || !strings.Contains(r.stderr, "refusing to start: unmet needs secret:EMPTY (see `needs`") {
+		t.Errorf("blocked start: exit %d, %s", r.code, r.stderr)
+	}
 }
