@@ -95,7 +95,10 @@ func Check(wf *workflow.Workflow, ctx spec.Context) []spec.Issue {
 	} else {
 		name = regospec.InlineName
 	}
-	_, issues := compileModule(name, src)
+	compiler, issues := compileModule(name, src)
+	if compiler != nil {
+		issues = checkQuery(compiler, r)
+	}
 	return issues
 }
 
@@ -119,6 +122,9 @@ func Prepare(r *workflow.RegoPolicy, files map[string][]byte) (*Decider, error) 
 		name = regospec.InlineName
 	}
 	compiler, issues := compileModule(name, src)
+	if compiler != nil {
+		issues = checkQuery(compiler, r)
+	}
 	if err := spec.Err(issues); err != nil {
 		return nil, err
 	}
@@ -181,6 +187,27 @@ func compileModule(name, src string) (*ast.Compiler, []spec.Issue) {
 		return nil, is
 	}
 	return compiler, nil
+}
+
+// checkQuery refuses a query that names no rule of the policy and no data
+// key: every decision would be undefined, so every tool call denied; that
+// is a typo, not a policy.
+func checkQuery(compiler *ast.Compiler, r *workflow.RegoPolicy) []spec.Issue {
+	query := regospec.Query(r)
+	ref, err := ast.ParseRef(query)
+	if err != nil || len(compiler.GetRules(ref)) > 0 {
+		return nil // the spec checked the query's shape
+	}
+	if len(ref) > 1 {
+		if key, ok := ref[1].Value.(ast.String); ok {
+			if _, isData := r.Data[string(key)]; isData {
+				return nil
+			}
+		}
+	}
+	var is spec.Issues
+	is.Add("rego_query_undefined", "%s: query %s names no rule of the policy (and no data key): every tool call would be denied", regospec.Table, query)
+	return is
 }
 
 // at renders a location as file:line.

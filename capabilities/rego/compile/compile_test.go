@@ -145,7 +145,6 @@ func TestOnlyTrueAllows(t *testing.T) {
 		"false":       {"package agent\nallow := false", "", false},
 		"not boolean": {"package agent\nallow := \"yes\"", "", false},
 		"a set":       {"package agent\nallow contains 1", "", false},
-		"no rule":     {"package agent\nother := true", "", false},
 		"error":       {"package agent\nallow if { x := to_number(input.args.key); x > 0 }", "", false},
 		"conflict":    {"package agent\nv := 1 if input.tool\nv := 2 if input.tool\nallow if v", "", false},
 		"query":       {"package agent\nok := true", "data.agent.ok", true},
@@ -155,6 +154,34 @@ func TestOnlyTrueAllows(t *testing.T) {
 		err := d.Decide(req)
 		if (err == nil) != c.allow {
 			t.Errorf("%s: Decide = %v, want allow %v", name, err, c.allow)
+		}
+	}
+}
+
+// TestQueryMustNameARule: a query that names no rule and no data key
+// would deny everything; check and start-up refuse it as a typo.
+func TestQueryMustNameARule(t *testing.T) {
+	for _, r := range []*workflow.RegoPolicy{
+		{Inline: "package agent\nalow := true"},
+		{Inline: "package agent\nallow := true", Query: "data.agent.permit"},
+		{Inline: "package agent\nallow := true", Query: "data.team"},
+	} {
+		issues := check(t, r, nil)
+		if len(issues) != 1 || issues[0].Code != "rego_query_undefined" {
+			t.Errorf("%+v: issues %v", r, issues)
+		}
+		if _, err := Prepare(r, nil); err == nil || !strings.Contains(err.Error(), "names no rule") {
+			t.Errorf("%+v: Prepare %v", r, err)
+		}
+	}
+	// A rule anywhere under the query, or a data key, is enough.
+	for _, r := range []*workflow.RegoPolicy{
+		{Inline: "package agent\nallow if input.x"},
+		{Inline: "package agent\ntools.ok := true", Query: "data.agent.tools.ok"},
+		{Inline: "package agent\nx := 1", Query: "data.team", Data: map[string]string{"team": "a"}},
+	} {
+		if issues := check(t, r, nil); len(issues) != 0 {
+			t.Errorf("%+v: issues %v", r, issues)
 		}
 	}
 }
