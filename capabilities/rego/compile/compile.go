@@ -81,25 +81,37 @@ const EvalTimeout = time.Second
 // Check reports what is wrong with wf's [policy.rego] beyond its shape
 // (which the family's spec Check reports; nothing is reported here while
 // the shape is wrong): the Rego does not parse, does not declare package
-// agent, calls a refused built-in or does not compile. Each issue names
-// the file (or "inline") and line.
+// agent, calls a refused built-in, does not compile, or its query names
+// no rule. Each issue names the file (or "inline") and line.
 func Check(wf *workflow.Workflow, ctx spec.Context) []spec.Issue {
 	if wf.Policy == nil || wf.Policy.Rego == nil || len(regospec.Check(wf, ctx)) > 0 {
 		return nil
 	}
-	r := wf.Policy.Rego
+	var file []byte
+	if r := wf.Policy.Rego; r.File != "" {
+		file, _ = ctx.File("file", r.File)
+	}
+	_, issues := compilePolicy(wf.Policy.Rego, file)
+	return issues
+}
+
+// compilePolicy compiles r's source (file, the content of r.File) and
+// checks its query.
+func compilePolicy(r *workflow.RegoPolicy, file []byte) (*ast.Compiler, []spec.Issue) {
 	name, src := r.File, r.Inline
 	if name != "" {
-		data, _ := ctx.File("file", name)
-		src = string(data)
+		src = string(file)
 	} else {
 		name = regospec.InlineName
 	}
 	compiler, issues := compileModule(name, src)
-	if compiler != nil {
-		issues = checkQuery(compiler, r)
+	if compiler == nil {
+		return nil, issues
 	}
-	return issues
+	if issues := checkQuery(compiler, r); len(issues) > 0 {
+		return nil, issues
+	}
+	return compiler, nil
 }
 
 // Decider is a prepared [policy.rego] decision.
@@ -115,16 +127,7 @@ func Prepare(r *workflow.RegoPolicy, files map[string][]byte) (*Decider, error) 
 	if err := spec.Err(regospec.Check(wf, spec.ForWorkflow(wf))); err != nil {
 		return nil, err
 	}
-	name, src := r.File, r.Inline
-	if name != "" {
-		src = string(files[name])
-	} else {
-		name = regospec.InlineName
-	}
-	compiler, issues := compileModule(name, src)
-	if compiler != nil {
-		issues = checkQuery(compiler, r)
-	}
+	compiler, issues := compilePolicy(r, files[r.File])
 	if err := spec.Err(issues); err != nil {
 		return nil, err
 	}
