@@ -165,7 +165,7 @@ func TestBuildThenInspect(t *testing.T) {
 		t.Errorf("inspect's manifest differs from `BIN manifest` (%v):\n%s\n%s", err, printed, rep.Manifest)
 	}
 
-	// The same generated program, built by hand without -tags.
+	// The same generated program, built by hand (go build) without -tags.
 	dir := filepath.Join(t.TempDir(), "mod")
 	if code, _, stderr := runKiln(t, "gen", helloExample, "-o", dir, "--module", "example.com/untagged"); code != cli.ExitOK {
 		t.Fatal(stderr)
@@ -177,8 +177,10 @@ func TestBuildThenInspect(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
+	// Its imports prune it: it links exactly the manifest's families, so
+	// kiln inspect accepts it without kiln's tags.
 	code, stdout, stderr = runKiln(t, "inspect", untagged)
-	if code != cli.ExitFailed || !strings.Contains(stderr, "build tags disagree") || !strings.Contains(stdout, "PROBLEM") {
+	if code != cli.ExitOK || strings.Contains(stdout, "PROBLEM") {
 		t.Errorf("untagged: exit %d\n%s%s", code, stdout, stderr)
 	}
 }
