@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -569,5 +571,44 @@ func TestDryRunExplainsHello(t *testing.T) {
 	code, _, stderr = runKiln(t, "run", wf, "--quiet", "--dry-run", "--input", writeJSON(t, map[string]any{"output_path": "/etc/kiln-dry-run.txt"}))
 	if code != cli.ExitFailed || !regexp.MustCompile(`(?m)^\s+3\s+save\s+write_file\s+not run\s+DENIED: fs.write denied on /etc/kiln-dry-run.txt: `).MatchString(stderr) {
 		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+}
+
+// In serve mode, --record-dir (here from KILN_RECORD_DIR) writes one tape
+// per route run, without the secret; the tape replays the same.
+func TestRecordDirServe(t *testing.T) {
+	const secret = "serve-status-token-0b9e"
+	status := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+secret {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"state": "down", "n": 17, "token": "`+secret+`"}`)
+	}))
+	defer status.Close()
+	dir := t.TempDir()
+	wfPath := writeWorkflow(t, dir, strings.Replace(statusWF, "URL", status.URL, 1))
+	tapes := filepath.Join(dir, "tapes")
+	reply, stderr := serveOnce(t, wfPath, []string{"STATUS_TOKEN=" + secret, "KILN_RECORD_DIR=" + tapes},
+		`{"url":"`+status.URL+`/status"}`)
+	if !strings.Contains(string(reply), `"down"`) {
+		t.Fatalf("reply %s\n%s", reply, stderr)
+	}
+	entries, err := os.ReadDir(tapes)
+	if err != nil || len(entries) != 1 || !strings.HasPrefix(entries[0].Name(), "tape-") {
+		t.Fatalf("tapes: %v %v", entries, err)
+	}
+	tp := filepath.Join(tapes, entries[0].Name())
+	data, _ := os.ReadFile(tp)
+	if strings.Contains(string(data), secret) {
+		t.Fatalf("the tape holds the secret:\n%s", data)
+	}
+	tt := readTape(t, tp)
+	if tt.Trigger["kind"] != "http" || tt.StartNode != "web" || len(tt.Interactions) != 1 {
+		t.Fatalf("tape: trigger %v, start %s, %d interactions", tt.Trigger, tt.StartNode, len(tt.Interactions))
+	}
+	if code, res := replayResult(t, tp, wfPath); code != cli.ExitOK || !res.Same {
+		t.Fatalf("replay: exit %d, %+v", code, res.Divergence)
 	}
 }
