@@ -51,6 +51,9 @@ type Family struct {
 	// Confines marks the family that confines a binary with a [policy]
 	// to it with Landlock at start-up ([sandbox]).
 	Confines bool
+	// State marks the family that shares state on PostgreSQL
+	// ([state] backend = "postgres").
+	State bool
 }
 
 // Families is the catalog, in a fixed order (the order of the table).
@@ -172,6 +175,12 @@ var Families = []Family{
 		Description: "[policy.rego]: a Rego policy (Open Policy Agent) every allowed tool decision must also satisfy",
 		Keys:        []string{"policy.rego"},
 		Rego:        true,
+	},
+	{
+		ID: "pgstate", Package: PackagePrefix + "pgstate", Tag: "kiln_pgstate",
+		Description: "[state] backend = \"postgres\": idempotency claims and replies shared by every replica on one PostgreSQL database",
+		Keys:        []string{"state.postgres"},
+		State:       true,
 	},
 }
 

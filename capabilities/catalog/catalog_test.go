@@ -62,7 +62,7 @@ func TestTableShape(t *testing.T) {
 	if always != 1 || catalog.Families[0].ID != "control" || !catalog.Families[0].Always {
 		t.Errorf("control must be the one always-linked family, first in the table")
 	}
-	want := []string{"control", "data", "fs", "env", "llm", "mcp", "http", "oidc", "httpclient", "shell", "compose", "cron", "interval", "fswatch", "event", "secrets", "otel", "sandbox", "rego"}
+	want := []string{"control", "data", "fs", "env", "llm", "mcp", "http", "oidc", "httpclient", "shell", "compose", "cron", "interval", "fswatch", "event", "secrets", "otel", "sandbox", "rego", "pgstate"}
 	if got := catalog.IDs(); !reflect.DeepEqual(got, want) {
 		t.Errorf("families = %v, want exactly %v", got, want)
 	}
@@ -111,6 +111,7 @@ func TestCatalogMatchesRegistry(t *testing.T) {
 		"Secrets":   func(f catalog.Family) bool { return f.Secrets },
 		"Telemetry": func(f catalog.Family) bool { return f.Telemetry },
 		"Rego":      func(f catalog.Family) bool { return f.Rego },
+		"State":     func(f catalog.Family) bool { return f.State },
 	} {
 		n := 0
 		for _, f := range catalog.Families {

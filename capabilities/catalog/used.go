@@ -165,6 +165,13 @@ func (u *usage) walk(wf *workflow.Workflow, where string) {
 			}
 		}
 	}
+	if wf.State != nil && wf.State.Backend == "postgres" && where == "" {
+		for _, f := range Families {
+			if f.State {
+				u.add(f.ID, "[state] backend = \"postgres\"")
+			}
+		}
+	}
 	if wf.Policy != nil && wf.Policy.Rego != nil {
 		for _, f := range Families {
 			if f.Rego {

@@ -30,6 +30,7 @@ type Workflow struct {
 	Intelligence *Intelligence `toml:"intelligence"`
 	Secrets      []Secret      `toml:"secrets"`
 	Sandbox      *Sandbox      `toml:"sandbox"`
+	State        *State        `toml:"state"`
 
 	// Filled by the loader, never by TOML.
 

@@ -26,6 +26,7 @@ import (
 	mcp "github.com/kilnworks/kiln/capabilities/mcp/spec"
 	oidc "github.com/kilnworks/kiln/capabilities/oidc/spec"
 	otel "github.com/kilnworks/kiln/capabilities/otel/spec"
+	pgstate "github.com/kilnworks/kiln/capabilities/pgstate/spec"
 	rego "github.com/kilnworks/kiln/capabilities/rego/spec"
 	sandbox "github.com/kilnworks/kiln/capabilities/sandbox/spec"
 	secrets "github.com/kilnworks/kiln/capabilities/secrets/spec"
@@ -37,7 +38,7 @@ var declared = []*spec.Family{
 	&control.Family, &data.Family, &fs.Family, &env.Family, &llm.Family, &mcp.Family,
 	&http.Family, &oidc.Family, &httpclient.Family, &shell.Family, &compose.Family,
 	&cron.Family, &interval.Family, &fswatch.Family, &event.Family, &secrets.Family, &otel.Family, &sandbox.Family,
-	&rego.Family,
+	&rego.Family, &pgstate.Family,
 }
 
 type registry struct {
