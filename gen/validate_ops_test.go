@@ -2,7 +2,9 @@ package gen
 
 import (
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -42,5 +44,19 @@ template = "tick"
 		if ok && err != nil {
 			t.Errorf("ops_bind %q: %v", bind, err)
 		}
+	}
+}
+
+// TestNodeEventsIsABool: [logging] node_events is known to the strict
+// decoder and must be a boolean, refused with file, line and key.
+func TestNodeEventsIsABool(t *testing.T) {
+	const base = "name = \"w\"\n[logging]\nnode_events = %s\n[[start_nodes]]\nname = \"s\"\n[[nodes]]\nid = \"n\"\ntype = \"template_render\"\ntemplate = \"x\"\n"
+	wf, err := Decode("workflow.toml", []byte(fmt.Sprintf(base, "false")))
+	if err != nil || wf.Logging == nil || wf.Logging.NodeEvents == nil || *wf.Logging.NodeEvents {
+		t.Fatalf("node_events = false: %v", err)
+	}
+	_, err = Decode("workflow.toml", []byte(fmt.Sprintf(base, `"yes"`)))
+	if err == nil || !strings.Contains(err.Error(), "workflow.toml:3") || !strings.Contains(err.Error(), "node_events") {
+		t.Fatalf("node_events = \"yes\": %v", err)
 	}
 }

@@ -11,12 +11,56 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
 // The audit log is a log/slog logger. Events the engine emits:
 // workflow.started, workflow.<status> (completed, failed, timed_out,
-// paused, errored), node.retry and policy.denied; capability packages add
-// their own (http.auth_denied, cron.fire, ...).
+// paused, errored), node.completed and node.failed (debug), node.retry
+// and policy.denied; capability packages add their own
+// (http.auth_denied, cron.fire, ...). docs/operations.md lists them.
+
+// addTriggerAttrs adds to workflow.started who and what started the run:
+// the trigger kind (http, event, manual, ...) and, when the trigger
+// carries one, the principal's kind and name (set by the http family's
+// auth, or inherited from an emitting run; never read from a payload).
+func (r *Run) addTriggerAttrs(rec *slog.Record) {
+	kind, _ := r.trigger["kind"].(string)
+	if kind == "" {
+		kind = "manual"
+	}
+	rec.AddAttrs(slog.String("trigger", kind))
+	if p, ok := r.trigger["principal"].(map[string]any); ok {
+		pk, _ := p["kind"].(string)
+		pn, _ := p["name"].(string)
+		rec.AddAttrs(slog.String("principal_kind", pk), slog.String("principal_name", pn))
+	}
+}
+
+// nodeEventsOn reports whether this run logs node.completed/node.failed:
+// [logging] node_events (default true) and a logger that keeps debug
+// events. Checked once per node, so a process at info level pays one
+// Enabled call and no clock reading per attempt.
+func (r *Run) nodeEventsOn() bool {
+	if lg := r.Program.Workflow.Logging; lg != nil && lg.NodeEvents != nil && !*lg.NodeEvents {
+		return false
+	}
+	return r.Engine.audit().Handler().Enabled(context.Background(), slog.LevelDebug)
+}
+
+// auditNode emits node.completed or node.failed for one attempt of n.
+func (r *Run) auditNode(n *workflow.Node, attempt int, d time.Duration, res Result, err error) {
+	ms := float64(d.Microseconds()) / 1000
+	if err != nil {
+		e := AsError(err)
+		r.auditf(slog.LevelDebug, "node.failed", "node", n.ID, "kind", n.Type, "attempt", attempt,
+			"elapsed_ms", ms, "class", string(e.Class), "error", e.Error())
+		return
+	}
+	r.auditf(slog.LevelDebug, "node.completed", "node", n.ID, "kind", n.Type, "attempt", attempt,
+		"elapsed_ms", ms, "branch", res.Branch)
+}
 
 // AuditOptions configures NewAuditLogger. Empty fields take defaults.
 type AuditOptions struct {

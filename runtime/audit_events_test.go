@@ -28,7 +28,7 @@ func TestRunAuditEventLines(t *testing.T) {
 		RunOptions{})
 	wantStatus(t, r, StatusCompleted, "b")
 	id := r.ExecutionID
-	want := regexp.MustCompile(`^` + ts + `level=INFO msg=workflow.started execution_id=` + id + ` workflow=t start_node="" dry_run=false\n` +
+	want := regexp.MustCompile(`^` + ts + `level=INFO msg=workflow.started execution_id=` + id + ` workflow=t start_node="" dry_run=false trigger=manual\n` +
 		ts + `level=INFO msg=workflow.completed execution_id=` + id + ` workflow=t status=completed last_node=b elapsed_ms=\d+\n$`)
 	if !want.MatchString(buf.String()) {
 		t.Fatalf("completed run:\n%s", buf.String())

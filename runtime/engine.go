@@ -443,6 +443,7 @@ func (r *Run) auditRun(out *Outcome, at time.Time) {
 	rec.AddAttrs(slog.String("execution_id", r.ExecutionID), slog.String("workflow", r.Program.Workflow.Name))
 	if out == nil {
 		rec.AddAttrs(slog.String("start_node", r.StartNode), slog.Bool("dry_run", r.DryRun))
+		r.addTriggerAttrs(&rec) // audit.go: trigger kind and principal
 	} else {
 		rec.AddAttrs(slog.String("status", out.Status), slog.String("last_node", out.LastNode),
 			slog.Int64("elapsed_ms", out.ElapsedMS))
@@ -743,9 +744,17 @@ func (r *Run) execNode(ctx context.Context, pn *programNode) (res Result, err er
 		}
 		jitter = rt.Jitter
 	}
+	nodeEvents := r.nodeEventsOn() // audit.go: node.completed / node.failed
 	for attempt := 1; ; attempt++ {
 		r.Counters.NodeExecutions.Add(1)
+		var began time.Time
+		if nodeEvents {
+			began = time.Now()
+		}
 		res, err = r.safeCall(ctx, pn, attempt)
+		if nodeEvents {
+			r.auditNode(pn.node, attempt, time.Since(began), res, err)
+		}
 		if err == nil {
 			break
 		}

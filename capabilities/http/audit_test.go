@@ -32,7 +32,7 @@ func TestRouteAuditLinesWithDefaultLogger(t *testing.T) {
 		t.Fatal(err)
 	}
 	ts0 := `time=\S+ `
-	want := regexp.MustCompile(`(?m)^` + ts0 + `level=INFO msg=workflow.started execution_id=([0-9a-f]{24}) workflow=hooks start_node=main dry_run=false\n` +
+	want := regexp.MustCompile(`(?m)^` + ts0 + `level=INFO msg=workflow.started execution_id=([0-9a-f]{24}) workflow=hooks start_node=main dry_run=false trigger=http principal_kind=anonymous principal_name=anonymous\n` +
 		ts0 + `level=INFO msg=workflow.completed execution_id=([0-9a-f]{24}) workflow=hooks status=completed last_node=n elapsed_ms=\d+\n`)
 	m := want.FindStringSubmatch(buf.String())
 	if m == nil || m[1] != m[2] {

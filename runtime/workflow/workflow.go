@@ -300,6 +300,9 @@ type Logging struct {
 	Rotation string    `toml:"rotation"`
 	Audit    *AuditLog `toml:"audit"`
 	OTel     *OTelLog  `toml:"otel"`
+	// NodeEvents switches the per-attempt node.completed/node.failed
+	// events (debug level); nil means on.
+	NodeEvents *bool `toml:"node_events"`
 }
 
 type AuditLog struct {

@@ -21,6 +21,8 @@ import (
 	_ "github.com/kilnworks/kiln/capabilities/mcp"
 	_ "github.com/kilnworks/kiln/capabilities/oidc"
 	_ "github.com/kilnworks/kiln/capabilities/otel"
+	_ "github.com/kilnworks/kiln/capabilities/rego"
+	_ "github.com/kilnworks/kiln/capabilities/sandbox"
 	_ "github.com/kilnworks/kiln/capabilities/secrets"
 	runtime "github.com/kilnworks/kiln/runtime"
 )

@@ -11,7 +11,7 @@
 package main
 
 // ManifestBlob is the manifest (manifest.json), wrapped in the markers kiln inspect looks for.
-const ManifestBlob = "\x00KILN-MANIFEST\x0000004198\x00{\n" +
+const ManifestBlob = "\x00KILN-MANIFEST\x0000004630\x00{\n" +
 	"  \"schema\": \"kiln.manifest/v1\",\n" +
 	"  \"workflow\": {\n" +
 	"    \"name\": \"full\",\n" +
@@ -30,7 +30,9 @@ const ManifestBlob = "\x00KILN-MANIFEST\x0000004198\x00{\n" +
 	"    \"kiln_compose\",\n" +
 	"    \"kiln_cron\",\n" +
 	"    \"kiln_secrets\",\n" +
-	"    \"kiln_otel\"\n" +
+	"    \"kiln_otel\",\n" +
+	"    \"kiln_sandbox\",\n" +
+	"    \"kiln_rego\"\n" +
 	"  ],\n" +
 	"  \"families\": [\n" +
 	"    {\n" +
@@ -129,6 +131,22 @@ const ManifestBlob = "\x00KILN-MANIFEST\x0000004198\x00{\n" +
 	"      \"keys\": [\n" +
 	"        \"telemetry.otel\"\n" +
 	"      ]\n" +
+	"    },\n" +
+	"    {\n" +
+	"      \"id\": \"sandbox\",\n" +
+	"      \"package\": \"github.com/kilnworks/kiln/capabilities/sandbox\",\n" +
+	"      \"tag\": \"kiln_sandbox\",\n" +
+	"      \"keys\": [\n" +
+	"        \"sandbox.landlock\"\n" +
+	"      ]\n" +
+	"    },\n" +
+	"    {\n" +
+	"      \"id\": \"rego\",\n" +
+	"      \"package\": \"github.com/kilnworks/kiln/capabilities/rego\",\n" +
+	"      \"tag\": \"kiln_rego\",\n" +
+	"      \"keys\": [\n" +
+	"        \"policy.rego\"\n" +
+	"      ]\n" +
 	"    }\n" +
 	"  ],\n" +
 	"  \"node_kinds\": [\n" +
@@ -155,6 +173,8 @@ const ManifestBlob = "\x00KILN-MANIFEST\x0000004198\x00{\n" +
 	"    \"llm.infer\",\n" +
 	"    \"mcp.resources\",\n" +
 	"    \"mcp.tools\",\n" +
+	"    \"policy.rego\",\n" +
+	"    \"sandbox.landlock\",\n" +
 	"    \"secrets.oauth2\",\n" +
 	"    \"secrets.registry\",\n" +
 	"    \"serve.http\",\n" +
@@ -197,6 +217,6 @@ const ManifestBlob = "\x00KILN-MANIFEST\x0000004198\x00{\n" +
 	"    }\n" +
 	"  ],\n" +
 	"  \"effective_needs_sha256\": \"1aa0ca721ecb34236dcdc82e2ad3e63f6492761d0e96744d2a1d072dae8f55bc\",\n" +
-	"  \"tables_sha256\": \"e1a64e5077cd422eff664f541b7645f80cc598fcc9214a6e23ab3c229c1e9619\"\n" +
+	"  \"tables_sha256\": \"f5d4b1befdb453d43e7ffa649057b1d896e36b9ca9d1c78ea2ebd4508b9f936c\"\n" +
 	"}\n" +
 	"\x00KILN-MANIFEST-END\x00"

@@ -80,6 +80,6 @@ const ManifestBlob = "\x00KILN-MANIFEST\x0000001660\x00{\n" +
 	"    }\n" +
 	"  ],\n" +
 	"  \"effective_needs_sha256\": \"5f2b52017201aae042b77120670728d1430f8f1d60ea66827d89c28a58a18fb8\",\n" +
-	"  \"tables_sha256\": \"4d785d059fe28c681e3e35c54bab71c3f77a9166d46a6ddd574497cdbcffeac0\"\n" +
+	"  \"tables_sha256\": \"0303f2bd2aad579af56422a9e80bcf16aaa12392e0dc7202bcf97578b8caaa27\"\n" +
 	"}\n" +
 	"\x00KILN-MANIFEST-END\x00"
