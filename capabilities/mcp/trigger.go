@@ -10,6 +10,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/kilnworks/kiln/capabilities/internal/fire"
+	"github.com/kilnworks/kiln/capabilities/internal/ops/metrics"
 	"github.com/kilnworks/kiln/capabilities/mcp/mcpclient"
 	mcpspec "github.com/kilnworks/kiln/capabilities/mcp/spec"
 	"github.com/kilnworks/kiln/capabilities/spec"
@@ -119,6 +120,11 @@ func (l *Listener) audit() *slog.Logger {
 func (l *Listener) Serve(ctx context.Context) error {
 	defer l.drain()
 	audit := l.audit()
+	// Not ready until the server answers and the subscription holds
+	// (/readyz, docs/operations.md).
+	ready := "mcp trigger " + l.name
+	l.host.BlockReady(ready, "MCP server "+l.server.Name+" not subscribed yet")
+	defer l.host.UnblockReady(ready)
 	// A shutdown during start-up is not a failure.
 	fail := func(format string, args ...any) error {
 		if ctx.Err() != nil {
@@ -157,6 +163,7 @@ func (l *Listener) Serve(ctx context.Context) error {
 		}
 	}
 	audit.Info("mcp.trigger.started", "type", l.trig.Type, "resource", l.trig.Resource, "start_node", l.trig.StartNode)
+	l.host.UnblockReady(ready)
 
 	// A burst waits to settle per key: a URI (updated) or "" for a
 	// re-list (created, and updated when the list changed). It settles
@@ -280,10 +287,12 @@ func (l *Listener) created(ctx context.Context, audit *slog.Logger, known map[st
 func (l *Listener) fire(ctx context.Context, uri string) bool {
 	audit := l.audit().With("uri", uri, "start_node", l.trig.StartNode)
 	if !l.slot.Claim() {
+		metrics.Of(l.host).TriggerSkipped(l.name)
 		audit.Warn("mcp.trigger.skipped", "reason", "previous run still in flight")
 		return false
 	}
 	id := runtime.NewExecutionID()
+	metrics.Of(l.host).TriggerFired(l.name)
 	audit.Info("mcp.trigger.fire", "type", l.trig.Type, "execution_id", id)
 	payload := map[string]any{
 		"type":   l.trig.Type,

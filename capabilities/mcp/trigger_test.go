@@ -79,6 +79,9 @@ func serve(t *testing.T, src string) *testHost {
 		}
 	})
 	h.audit.WaitFor(t, "mcp.trigger.started")
+	if ready, why := h.Host.Ready(); !ready { // the subscription holds: /readyz says so
+		t.Fatalf("not ready after mcp.trigger.started: %v", why)
+	}
 	return h
 }
 
