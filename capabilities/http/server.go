@@ -522,7 +522,9 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt *route) (admit
 		switch {
 		case err != nil:
 			log().Error("http.idempotency_error", "error", err.Error())
-			return admitted{}, writeJSON(w, http.StatusInternalServerError, map[string]any{"error": "idempotency store unavailable"})
+			// Unavailable, not failed: the delivery is retryable (a shared
+			// store's database away), and nothing ran.
+			return admitted{}, writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "idempotency store unavailable"})
 		case claim == claimInFlight:
 			return admitted{}, writeJSON(w, http.StatusConflict, map[string]any{"error": "a request with this idempotency key is in flight"})
 		case claim == claimReplay:

@@ -221,19 +221,27 @@ func (s *Store) Finish(ctx context.Context, scope, key string, ttl time.Duration
 		_ = s.Abandon(ctx, scope, key)
 		return fmt.Errorf("idempotency store: a reply of %d bytes is over the %d-byte limit; not recorded", len(r.Body), maxReplyBytes)
 	}
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	tag, err := s.pool.Exec(ctx, `UPDATE kiln_claims SET state = 'done', owner = NULL, lease_until = NULL,
-			expires_at = now() + $3::interval, status = $4, content_type = $5, body = $6
-		WHERE key_hash = $1 AND state = 'in_flight' AND owner = $2`,
-		keyHash(scope, key), s.owner, fmt.Sprintf("%d milliseconds", ttl.Milliseconds()), r.Status, r.ContentType, r.Body)
-	if err != nil {
-		return fmt.Errorf("idempotency store: %w", err)
+	// The run has happened: its reply must reach the database, or a
+	// redelivery would run it again. A database that is away briefly is
+	// waited for, as long as the claim can still be ours (one lease).
+	deadline := time.Now().Add(s.lease)
+	for {
+		qctx, cancel := s.bound(ctx)
+		tag, err := s.pool.Exec(qctx, `UPDATE kiln_claims SET state = 'done', owner = NULL, lease_until = NULL,
+				expires_at = now() + $3::interval, status = $4, content_type = $5, body = $6
+			WHERE key_hash = $1 AND state = 'in_flight' AND owner = $2`,
+			keyHash(scope, key), s.owner, fmt.Sprintf("%d milliseconds", ttl.Milliseconds()), r.Status, r.ContentType, r.Body)
+		cancel()
+		switch {
+		case err == nil && tag.RowsAffected() != 1:
+			return errClaimLost
+		case err == nil:
+			return nil
+		case time.Now().After(deadline):
+			return fmt.Errorf("idempotency store: the reply was not recorded: %w", err)
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
-	if tag.RowsAffected() != 1 {
-		return errClaimLost
-	}
-	return nil
 }
 
 // Abandon deletes the claim if this replica still holds it.
