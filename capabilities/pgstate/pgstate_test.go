@@ -20,9 +20,11 @@ import (
 // other host, port or a fallback host is refused without being quoted.
 func TestConfigForBindsTheDeclaredHost(t *testing.T) {
 	secrets := map[string]string{
-		"OK":       "postgres://kiln:pw-secret@db.internal:6432/app",
-		"OTHER":    "postgres://kiln:pw-secret@evil.example:6432/app",
-		"PORT":     "postgres://kiln:pw-secret@db.internal:5432/app",
+		"OK":    "postgres://kiln:pw-secret@db.internal:6432/app",
+		"OTHER": "postgres://kiln:pw-secret@evil.example:6432/app",
+		"PORT":  "postgres://kiln:pw-secret@db.internal:5432/app",
+		"NOTLS": "postgres://kiln:pw-secret@evil.example:6432/app?sslmode=disable", // no TLS fallback entries
+
 		"FALLBACK": "host=db.internal,evil.example port=6432,6432 user=kiln password=pw-secret",
 		"EMPTY":    "",
 	}
@@ -40,7 +42,7 @@ func TestConfigForBindsTheDeclaredHost(t *testing.T) {
 	if err != nil || cfg.MaxConns != 4 || cfg.Lease != 9*time.Second {
 		t.Fatalf("OK: %+v %v", cfg, err)
 	}
-	for _, name := range []string{"OTHER", "PORT", "FALLBACK", "EMPTY", "MISSING"} {
+	for _, name := range []string{"OTHER", "PORT", "NOTLS", "FALLBACK", "EMPTY", "MISSING"} {
 		_, err := ConfigFor(st(name), svc)
 		if err == nil || strings.Contains(err.Error(), "pw-secret") {
 			t.Errorf("%s: err = %v", name, err)
