@@ -78,3 +78,17 @@ func TestClientIsBounded(t *testing.T) {
 		t.Errorf("TLS handshake %v, idle %v, header bytes %d", tr.TLSHandshakeTimeout, tr.IdleConnTimeout, tr.MaxResponseHeaderBytes)
 	}
 }
+
+// What recording and replay see of a request names a header's secrets
+// by placeholder, never by value, and keeps its plain text as written.
+func TestRecordedRequestHoldsNoSecretValue(t *testing.T) {
+	h, err := parseHeader("Authorization", "Bearer {{secret:API_TOKEN}}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := recordedRequest("GET", "https://api.example.com/x", nil, []header{h})
+	hs, _ := got["headers"].(map[string]any)
+	if hs["Authorization"] != "Bearer {{secret:API_TOKEN}}" {
+		t.Fatalf("recorded headers %v", hs)
+	}
+}
