@@ -49,6 +49,16 @@ func (r *Run) nodeEventsOn() bool {
 	return r.Engine.audit().Handler().Enabled(context.Background(), slog.LevelDebug)
 }
 
+// AuditEffect logs effect.allowed at info level: c's node is about to
+// touch target through effect (fs.write, http.request, mcp.call_tool,
+// shell.run, ...), which the policy allowed, so the audit answers what a
+// run touched as well as who started it. Handlers call it right before
+// the real interaction (never in dry-run or replay, which touch nothing).
+// target must not carry secrets: a URL's host, not its query.
+func (c *Call) AuditEffect(effect, target string) {
+	c.Run.auditf(slog.LevelInfo, "effect.allowed", "node", c.Node.ID, "kind", c.Node.Type, "effect", effect, "target", target)
+}
+
 // auditNode emits node.completed or node.failed for one attempt of n.
 func (r *Run) auditNode(n *workflow.Node, attempt int, d time.Duration, res Result, err error) {
 	ms := float64(d.Microseconds()) / 1000

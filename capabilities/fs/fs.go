@@ -64,6 +64,7 @@ func prepareReadFile(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, er
 		// Through the run's recording/replay seam: a replay reads the
 		// recorded content, not the file.
 		return runtime.Interact(ctx, c, "fs.read", map[string]any{"path": resolved}, func() (runtime.Result, error) {
+			c.AuditEffect("fs.read", resolved)
 			data, err := readFile(pol, resolved, root)
 			if err != nil {
 				return runtime.Result{}, failed(c, "read", resolved, err)
@@ -116,6 +117,7 @@ func prepareWriteFile(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, e
 		// content it would write with the tape's, and writes nothing.
 		req := map[string]any{"path": resolved, "content": string(data)}
 		return runtime.Interact(ctx, c, "fs.write", req, func() (runtime.Result, error) {
+			c.AuditEffect("fs.write", resolved)
 			if err := writeFile(pol, resolved, root, data, perm); err != nil {
 				return runtime.Result{}, failed(c, "write", resolved, err)
 			}
@@ -144,6 +146,7 @@ func prepareCreateDir(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, e
 			return runtime.Next(map[string]any{"path": resolved, "dry_run": true}), nil
 		}
 		return runtime.Interact(ctx, c, "fs.create_dir", map[string]any{"path": resolved}, func() (runtime.Result, error) {
+			c.AuditEffect("fs.create_dir", resolved)
 			if err := createDir(pol, resolved, root); err != nil {
 				return runtime.Result{}, failed(c, "create", resolved, err)
 			}

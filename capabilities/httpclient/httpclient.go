@@ -149,7 +149,19 @@ func do(ctx context.Context, c *runtime.Call, method string, headers []header) (
 	// their {{secret:NAME}} placeholders, never a secret's value), so a
 	// replay compares it without resolving a secret.
 	return runtime.Interact(ctx, c, "http.request", recordedRequest(method, url, body, headers),
-		func() (runtime.Result, error) { return send(ctx, c, method, url, body, isJSON, explicit, headers) })
+		func() (runtime.Result, error) {
+			c.AuditEffect("http.request", method+" "+auditHost(url))
+			return send(ctx, c, method, url, body, isJSON, explicit, headers)
+		})
+}
+
+// auditHost is the host[:port] of a URL the policy allowed, for the audit
+// log: never its path, query or user info, which may carry secrets.
+func auditHost(raw string) string {
+	if u, err := neturl.Parse(raw); err == nil && u.Host != "" {
+		return u.Scheme + "://" + u.Host
+	}
+	return "(unparsable URL)"
 }
 
 // recordedRequest is the request as recording and replay see it.

@@ -76,6 +76,7 @@ func prepareTool(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error)
 			if err != nil {
 				return nil, err
 			}
+			c.AuditEffect("mcp.call_tool", srv.Name+"/"+tool)
 			return client.CallTool(ctx, srv.Name, tool, args)
 		})
 		if err != nil && runtime.ClassOf(err) == runtime.ClassConfig { // no client; a replay without an answer
@@ -133,6 +134,7 @@ func prepareResource(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, er
 			if err != nil {
 				return nil, err
 			}
+			c.AuditEffect("mcp.read_resource", srv.Name+" "+uri)
 			return client.ReadResource(ctx, srv.Name, uri)
 		})
 		if err != nil && runtime.ClassOf(err) == runtime.ClassConfig { // no client; a replay without an answer

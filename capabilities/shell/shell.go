@@ -88,6 +88,7 @@ func prepare(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) {
 		// its tape and spawns nothing.
 		req := map[string]any{"command": c.Node.Command, "args": args}
 		return runtime.Interact(ctx, c, "shell.run", req, func() (runtime.Result, error) {
+			c.AuditEffect("shell.run", resolved)
 			exe, err := openCommand(pol, resolved, root, args)
 			if err != nil {
 				if policy.IsDenial(err) {
