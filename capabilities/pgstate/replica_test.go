@@ -47,6 +47,9 @@ start_node = "main"
 idempotency_key = "trigger.id"
 `
 
+// nodeDelay is how long a run takes (0 in the throughput figures).
+var nodeDelay = 20 * time.Millisecond
+
 func init() {
 	runtime.RegisterNode(runtime.NodeKind{Kind: "pgstatetest_node", Family: "pgstatetest",
 		Prepare: func(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) {
@@ -57,7 +60,7 @@ func init() {
 					<-ctx.Done()
 					return runtime.Result{}, ctx.Err()
 				}
-				time.Sleep(20 * time.Millisecond) // long enough for duplicates to meet it in flight
+				time.Sleep(nodeDelay) // long enough for duplicates to meet it in flight
 				appendLine("run " + id + " " + os.Getenv(replicaIDEnv))
 				return runtime.Next(map[string]any{"id": id}), nil
 			}, nil
