@@ -80,9 +80,17 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) (version int, err error) {
 			conn.Conn().Close(uctx) // closing the session drops the lock
 		}
 	}()
-	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS kiln_schema_migrations (
-		version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+	// Created only when missing: CREATE ... IF NOT EXISTS would still
+	// ask a serving role without CREATE for the privilege.
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT to_regclass('kiln_schema_migrations') IS NOT NULL`).Scan(&exists); err != nil {
 		return 0, fmt.Errorf("pgstate: migrate: %w", err)
+	}
+	if !exists {
+		if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS kiln_schema_migrations (
+			version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+			return 0, fmt.Errorf("pgstate: migrate: %w", err)
+		}
 	}
 	var current int
 	if err := conn.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM kiln_schema_migrations`).Scan(&current); err != nil {

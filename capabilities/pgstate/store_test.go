@@ -213,3 +213,34 @@ func TestLeaseTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestServingRoleNeedsOnlyDML: once an owner has applied the migrations,
+// replicas run with a role that has only the grants docs/scaling.md lists
+// (no CREATE anywhere), and such a role cannot create the schema itself.
+func TestServingRoleNeedsOnlyDML(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	role := "serving_" + strings.ToLower(strings.TrimPrefix(query[string](t, dsn, `SELECT current_database()`), "t_"))
+	sqlExec(t, dsn, `REVOKE CREATE ON SCHEMA public FROM PUBLIC`)
+	sqlExec(t, dsn, `CREATE ROLE `+role+` LOGIN`)
+	t.Cleanup(func() {
+		sqlExec(t, dsn, `DROP OWNED BY `+role)
+		sqlExec(t, pgtest.DSN(t), `DROP ROLE `+role)
+	})
+	serving := strings.Replace(dsn, "user=kiln", "user="+role, 1)
+
+	if _, err := Open(context.Background(), Config{DSN: serving}); err == nil || !strings.Contains(err.Error(), "permission denied") {
+		t.Fatalf("a role without CREATE created the schema: %v", err)
+	}
+	open(t, dsn, time.Minute).Close() // the owner migrates
+	sqlExec(t, dsn, `GRANT SELECT, INSERT, UPDATE, DELETE ON kiln_claims TO `+role)
+	sqlExec(t, dsn, `GRANT SELECT ON kiln_schema_migrations TO `+role)
+	s := open(t, serving, time.Minute)
+	ctx := context.Background()
+	if c, err := s.Begin(ctx, "POST /hook", "k"); err != nil || c.Outcome != runtime.ClaimRun {
+		t.Fatalf("%+v %v", c, err)
+	}
+	if err := s.Finish(ctx, "POST /hook", "k", time.Hour, runtime.StoredReply{Status: 200}); err != nil {
+		t.Fatal(err)
+	}
+	s.Sweep(ctx)
+}
