@@ -296,6 +296,9 @@ func (r *Run) AddFSWrite(n int64) error {
 // (agent_loop tools) call it so the denial is still counted and audited.
 func (r *Run) RecordDenial(node, kind string, err error) {
 	r.Counters.PolicyDenials.Add(1)
+	if o, ok := r.Engine.Observer.(DenialObserver); ok {
+		o.Denied(r, kind, err)
+	}
 	e := AsError(err)
 	source := "allowlist"
 	if d := (*policy.Denial)(nil); errors.As(err, &d) && d.Source != "" {

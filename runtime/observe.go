@@ -15,3 +15,10 @@ type Observer interface {
 	StartRun(ctx context.Context, r *Run) (context.Context, func(*Outcome))
 	StartNode(ctx context.Context, r *Run, n *workflow.Node, attempt int) (context.Context, func(Result, error))
 }
+
+// DenialObserver is an Observer that also sees every policy denial the
+// engine records (Run.RecordDenial), with the kind it names (a node kind,
+// or an agent_loop tool) and the denial: the metrics count them by family.
+type DenialObserver interface {
+	Denied(r *Run, kind string, err error)
+}

@@ -137,6 +137,11 @@ func TestIdempotencyConcurrentDuplicate(t *testing.T) {
 	if got := runCount.Load() - before; got != 2 {
 		t.Fatalf("ran %d times, want 2", got)
 	}
+	m := parseMetrics(t, ts.do(t, "GET", "/metrics", "").expect(t, 200).body)
+	if c, r := m[`kiln_http_idempotency_conflicts_total{route="POST /hook",workflow="hooks"}`],
+		m[`kiln_http_idempotency_replays_total{route="POST /hook",workflow="hooks"}`]; c != 5 || r != 1 {
+		t.Fatalf("idempotency conflicts %v replays %v, want 5 and 1", c, r)
+	}
 }
 
 // TestIdempotencyClaimsAcrossProcessesAndTTL: a claim is a lock held by

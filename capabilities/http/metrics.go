@@ -25,6 +25,9 @@ type routeMetrics struct {
 
 	mu      sync.Mutex
 	latency map[string]*histogram // by route
+	// replays and conflicts count, per route with an idempotency_key,
+	// recorded replies sent again and 409s for a key in flight.
+	replays, conflicts map[string]int64
 }
 
 // histogram is one route's latency histogram and status code counts.
@@ -36,7 +39,8 @@ type histogram struct {
 // newMetrics attaches the process metrics to h (if no other listener did)
 // and adds the routes' series.
 func newMetrics(h *runtime.Host, routes []string) *routeMetrics {
-	m := &routeMetrics{process: metrics.Attach(h), latency: map[string]*histogram{}}
+	m := &routeMetrics{process: metrics.Attach(h), latency: map[string]*histogram{},
+		replays: map[string]int64{}, conflicts: map[string]int64{}}
 	for _, r := range routes {
 		m.latency[r] = &histogram{codes: map[int]int64{}, h: metrics.NewHistogram()}
 	}
@@ -53,6 +57,25 @@ func (m *routeMetrics) observeRequest(route string, code int, d time.Duration) {
 	}
 	h.codes[code]++
 	h.h.Observe(d.Seconds())
+}
+
+// keyed declares route's idempotency series (at 0 until they count).
+func (m *routeMetrics) keyed(route string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.replays[route], m.conflicts[route] = 0, 0
+}
+
+// observeIdempotency counts a replayed reply (replay) or a 409 for a key
+// in flight on route.
+func (m *routeMetrics) observeIdempotency(route string, replay bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if replay {
+		m.replays[route]++
+	} else {
+		m.conflicts[route]++
+	}
 }
 
 // write renders the exposition: the process metrics, then the routes'.
@@ -82,6 +105,14 @@ func (m *routeMetrics) write(w io.Writer, workflow string) error {
 	metrics.Header(&b, hname, "histogram", "Latency of requests on declared routes, from headers read to reply written.")
 	for _, route := range runtime.SortedKeys(m.latency) {
 		m.latency[route].h.Write(&b, hname, wf+`,route="`+metrics.Escape(route)+`"`)
+	}
+	metrics.Header(&b, "kiln_http_idempotency_replays_total", "counter", "Recorded replies sent again for a repeated idempotency key, by route.")
+	for _, route := range runtime.SortedKeys(m.replays) {
+		fmt.Fprintf(&b, "kiln_http_idempotency_replays_total{%s,route=\"%s\"} %d\n", wf, metrics.Escape(route), m.replays[route])
+	}
+	metrics.Header(&b, "kiln_http_idempotency_conflicts_total", "counter", "Requests refused with 409 because their idempotency key was in flight, by route.")
+	for _, route := range runtime.SortedKeys(m.conflicts) {
+		fmt.Fprintf(&b, "kiln_http_idempotency_conflicts_total{%s,route=\"%s\"} %d\n", wf, metrics.Escape(route), m.conflicts[route])
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -128,6 +128,11 @@ func New(h *runtime.Host, cfg Config) (*Server, error) {
 		names = append(names, rt.name)
 	}
 	s.metrics = newMetrics(h, names) // runs, nodes, triggers: every run of the process
+	for _, spec := range wf.HTTPRoutes {
+		if spec.IdempotencyKey != "" {
+			s.metrics.keyed(spec.Method + " " + spec.Path)
+		}
+	}
 	if err := s.loadVerifiers(); err != nil {
 		return nil, err
 	}
@@ -526,8 +531,10 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt *route) (admit
 			// store's database away), and nothing ran.
 			return admitted{}, writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "idempotency store unavailable"})
 		case claim == claimInFlight:
+			s.metrics.observeIdempotency(rt.name, false)
 			return admitted{}, writeJSON(w, http.StatusConflict, map[string]any{"error": "a request with this idempotency key is in flight"})
 		case claim == claimReplay:
+			s.metrics.observeIdempotency(rt.name, true)
 			w.Header().Set("X-Idempotent-Replay", "true")
 			return admitted{}, write(w, entry.Status, entry.ContentType, entry.Body)
 		case takenOver:

@@ -10,6 +10,7 @@ package metrics
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -22,6 +23,7 @@ import (
 	"github.com/kilnworks/kiln/runtime/confine"
 	"github.com/kilnworks/kiln/runtime/discovery"
 	"github.com/kilnworks/kiln/runtime/manifest"
+	"github.com/kilnworks/kiln/runtime/policy"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
@@ -40,6 +42,7 @@ type Set struct {
 	cost     [len(costMetrics)]int64
 	nodes    map[string]*Histogram // node attempt duration by kind
 	retries  map[string]int64      // attempts after the first, by kind
+	denials  map[string]int64      // policy denials, by capability family
 	fires    map[string]int64      // trigger runs started, by trigger
 	skipped  map[string]int64      // trigger ticks dropped, by trigger
 	triggers map[string]bool       // every trigger seen, so both series exist
@@ -82,7 +85,7 @@ func Of(h *runtime.Host) *Set {
 }
 
 func newSet(h *runtime.Host) *Set {
-	s := &Set{runs: map[runKey]int64{}, nodes: map[string]*Histogram{}, retries: map[string]int64{},
+	s := &Set{runs: map[runKey]int64{}, nodes: map[string]*Histogram{}, retries: map[string]int64{}, denials: map[string]int64{},
 		fires: map[string]int64{}, skipped: map[string]int64{}, triggers: map[string]bool{}}
 	if h.Program != nil && h.Program.Workflow != nil {
 		wf := h.Program.Workflow
@@ -93,6 +96,9 @@ func newSet(h *runtime.Host) *Set {
 		for _, n := range wf.Nodes {
 			s.nodes[n.Type] = NewHistogram()
 			s.retries[n.Type] = 0
+			if k, ok := runtime.LookupNode(n.Type); ok && k.SideEffect {
+				s.denials[k.Family] = 0
+			}
 		}
 	}
 	if self, ok := discovery.Attached(h); ok {
@@ -156,6 +162,24 @@ func (s *Set) nodeDone(kind string, attempt int, d time.Duration) {
 	}
 }
 
+// Denied implements runtime.DenialObserver: a denial counts under the
+// family of the denied node kind, or, for a kind no family registers (an
+// agent_loop tool), under the denied capability's prefix (fs, http, ...).
+func (o observer) Denied(r *runtime.Run, kind string, err error) {
+	family := "unknown"
+	if k, ok := runtime.LookupNode(kind); ok && k.Family != "" {
+		family = k.Family
+	} else if d := (*policy.Denial)(nil); errors.As(err, &d) && d.What != "" {
+		family, _, _ = strings.Cut(d.What, ".")
+	}
+	o.set.mu.Lock()
+	o.set.denials[family]++
+	o.set.mu.Unlock()
+	if next, ok := o.next.(runtime.DenialObserver); ok {
+		next.Denied(r, kind, err)
+	}
+}
+
 // observer counts active top-level runs and times every node attempt,
 // then hands on to the observer it wraps (otel, tapes).
 type observer struct {
@@ -205,8 +229,6 @@ var costMetrics = [...]struct {
 		func(c *runtime.Counters) int64 { return c.NodeExecutions.Load() }},
 	{"kiln_node_failures_total", "Node executions that ended in an error.",
 		func(c *runtime.Counters) int64 { return c.NodeFailures.Load() }},
-	{"kiln_policy_denials_total", "Policy denials.",
-		func(c *runtime.Counters) int64 { return c.PolicyDenials.Load() }},
 	{"kiln_llm_calls_total", "Intelligence calls.",
 		func(c *runtime.Counters) int64 { return c.LLMCalls.Load() }},
 	{"kiln_llm_tokens_total", "Intelligence tokens used (prompt + completion).",
@@ -247,6 +269,11 @@ func (s *Set) Write(w io.Writer) error {
 	Header(&b, "kiln_node_retries_total", "counter", "Node attempts after the first (retries), by node kind.")
 	for _, kind := range runtime.SortedKeys(s.retries) {
 		fmt.Fprintf(&b, "kiln_node_retries_total{%s,kind=\"%s\"} %d\n", wf, Escape(kind), s.retries[kind])
+	}
+
+	Header(&b, "kiln_policy_denials_total", "counter", "Policy denials, by capability family of the denied node kind.")
+	for _, f := range runtime.SortedKeys(s.denials) {
+		fmt.Fprintf(&b, "kiln_policy_denials_total{%s,family=\"%s\"} %d\n", wf, Escape(f), s.denials[f])
 	}
 
 	Header(&b, "kiln_trigger_fires_total", "counter", "Runs started by a trigger, by trigger.")
