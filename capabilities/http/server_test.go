@@ -282,7 +282,6 @@ key = "fail"
 		`kiln_node_duration_seconds_count{kind="httptest_node",workflow="hooks"}`:                  4,
 		`kiln_node_retries_total{kind="httptest_node",workflow="hooks"}`:                           0,
 		`kiln_node_executions_total{workflow="hooks"}`:                                             4,
-		`kiln_llm_tokens_total{workflow="hooks"}`:                                                  0,
 		`kiln_http_requests_total{code="200",route="POST /hook",workflow="hooks"}`:                 3,
 		`kiln_http_requests_total{code="400",route="POST /hook",workflow="hooks"}`:                 1,
 		`kiln_http_requests_total{code="422",route="POST /fail",workflow="hooks"}`:                 1,

@@ -14,7 +14,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
+	"github.com/kilnworks/kiln/capabilities/internal/ops/metrics"
 	"github.com/kilnworks/kiln/capabilities/llm/intel"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/workflow"
@@ -62,7 +64,14 @@ func complete(ctx context.Context, c *runtime.Call, backend string, msgs []intel
 		if err != nil {
 			return nil, &runtime.Error{Class: runtime.ClassConfig, Node: c.Node.ID, Kind: c.Node.Type, Msg: err.Error(), Err: err}
 		}
-		return client.Complete(ctx, req)
+		began := time.Now()
+		resp, err := client.Complete(ctx, req)
+		var prompt, completion int64
+		if err == nil && resp != nil {
+			prompt, completion = resp.Usage.PromptTokens, resp.Usage.CompletionTokens
+		}
+		metrics.OfEngine(c.Run.Engine).LLMRequest(backend, time.Since(began), prompt, completion)
+		return resp, err
 	})
 	if err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {

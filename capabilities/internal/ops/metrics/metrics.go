@@ -43,12 +43,16 @@ type Set struct {
 	nodes    map[string]*Histogram // node attempt duration by kind
 	retries  map[string]int64      // attempts after the first, by kind
 	denials  map[string]int64      // policy denials, by capability family
-	fires    map[string]int64      // trigger runs started, by trigger
-	skipped  map[string]int64      // trigger ticks dropped, by trigger
-	triggers map[string]bool       // every trigger seen, so both series exist
+	llm      map[string]*Histogram // intelligence request duration, by backend
+	tokens   map[tokenKey]int64
+	fires    map[string]int64 // trigger runs started, by trigger
+	skipped  map[string]int64 // trigger ticks dropped, by trigger
+	triggers map[string]bool  // every trigger seen, so both series exist
 }
 
 type runKey struct{ start, status string }
+
+type tokenKey struct{ backend, typ string }
 
 type setKey struct{}
 
@@ -75,10 +79,18 @@ func Attach(h *runtime.Host) *Set {
 
 // Of returns the host's Set, or nil when none is attached (one-shot mode).
 func Of(h *runtime.Host) *Set {
-	if h == nil || h.Engine == nil || h.Engine.Services == nil {
+	if h == nil {
 		return nil
 	}
-	if v, ok := h.Engine.Services.Values.Load(setKey{}); ok {
+	return OfEngine(h.Engine)
+}
+
+// OfEngine is Of for a handler, which sees the run's engine.
+func OfEngine(e *runtime.Engine) *Set {
+	if e == nil || e.Services == nil {
+		return nil
+	}
+	if v, ok := e.Services.Values.Load(setKey{}); ok {
 		return v.(*Set)
 	}
 	return nil
@@ -86,6 +98,7 @@ func Of(h *runtime.Host) *Set {
 
 func newSet(h *runtime.Host) *Set {
 	s := &Set{runs: map[runKey]int64{}, nodes: map[string]*Histogram{}, retries: map[string]int64{}, denials: map[string]int64{},
+		llm: map[string]*Histogram{}, tokens: map[tokenKey]int64{},
 		fires: map[string]int64{}, skipped: map[string]int64{}, triggers: map[string]bool{}}
 	if h.Program != nil && h.Program.Workflow != nil {
 		wf := h.Program.Workflow
@@ -98,6 +111,11 @@ func newSet(h *runtime.Host) *Set {
 			s.retries[n.Type] = 0
 			if k, ok := runtime.LookupNode(n.Type); ok && k.SideEffect {
 				s.denials[k.Family] = 0
+			}
+		}
+		if wf.Intelligence != nil {
+			for _, b := range wf.Intelligence.Backends {
+				s.llm[b.Name] = NewHistogram()
 			}
 		}
 	}
@@ -126,6 +144,28 @@ func (s *Set) trigger(name string, skipped bool) {
 	} else {
 		s.fires[name]++
 	}
+}
+
+// LLMRequest counts one intelligence request to backend ("" is the
+// default backend) that took d and, when it answered, the tokens it
+// reported.
+func (s *Set) LLMRequest(backend string, d time.Duration, prompt, completion int64) {
+	if s == nil {
+		return
+	}
+	if backend == "" {
+		backend = "default"
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := s.llm[backend]
+	if h == nil {
+		h = NewHistogram()
+		s.llm[backend] = h
+	}
+	h.observe(d.Seconds())
+	s.tokens[tokenKey{backend, "prompt"}] += prompt
+	s.tokens[tokenKey{backend, "completion"}] += completion
 }
 
 // observeRun adds a finished top-level run's outcome and cost.
@@ -231,8 +271,6 @@ var costMetrics = [...]struct {
 		func(c *runtime.Counters) int64 { return c.NodeFailures.Load() }},
 	{"kiln_llm_calls_total", "Intelligence calls.",
 		func(c *runtime.Counters) int64 { return c.LLMCalls.Load() }},
-	{"kiln_llm_tokens_total", "Intelligence tokens used (prompt + completion).",
-		func(c *runtime.Counters) int64 { return c.LLMTokens.Load() }},
 }
 
 // Write renders the process metrics (without the http family's request
@@ -274,6 +312,18 @@ func (s *Set) Write(w io.Writer) error {
 	Header(&b, "kiln_policy_denials_total", "counter", "Policy denials, by capability family of the denied node kind.")
 	for _, f := range runtime.SortedKeys(s.denials) {
 		fmt.Fprintf(&b, "kiln_policy_denials_total{%s,family=\"%s\"} %d\n", wf, Escape(f), s.denials[f])
+	}
+
+	const ld = "kiln_llm_request_duration_seconds"
+	Header(&b, ld, "histogram", "Duration of intelligence requests (failed ones included), by backend.")
+	for _, be := range runtime.SortedKeys(s.llm) {
+		s.llm[be].Write(&b, ld, wf+`,backend="`+Escape(be)+`"`)
+	}
+	Header(&b, "kiln_llm_tokens_total", "counter", "Intelligence tokens the backends reported, by backend and type (prompt, completion).")
+	for _, be := range runtime.SortedKeys(s.llm) {
+		for _, typ := range []string{"completion", "prompt"} {
+			fmt.Fprintf(&b, "kiln_llm_tokens_total{%s,backend=\"%s\",type=\"%s\"} %d\n", wf, Escape(be), typ, s.tokens[tokenKey{be, typ}])
+		}
 	}
 
 	Header(&b, "kiln_trigger_fires_total", "counter", "Runs started by a trigger, by trigger.")
