@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 
+	"github.com/kilnworks/kiln/capabilities/internal/ops/metrics"
 	"github.com/kilnworks/kiln/capabilities/mcp/mcpclient"
 	"github.com/kilnworks/kiln/capabilities/secrets/tokenrefresh"
 	"github.com/kilnworks/kiln/runtime"
@@ -83,7 +84,13 @@ func Setup(ctx context.Context, h *runtime.Host, stdio string) error {
 	pool := NewPool(servers, Options{Secret: svc.SecretValue, Audit: h.Engine.Audit,
 		Refused:  func(name, value string) { tokenrefresh.Refused(svc, name, value) },
 		Retarget: func(name, tokenURL string) error { return tokenrefresh.Retarget(svc, name, tokenURL) },
-		Policy:   h.Program.Policy})
+		Policy:   h.Program.Policy,
+		// Looked up when it happens: the metrics are attached later, by
+		// the serve loop's listeners.
+		Restarted: func(server string) { metrics.OfEngine(h.Engine).MCPRestarted(server) },
+		Down: func(server string, err error) {
+			h.BlockReady("mcp server "+server, "down for good: "+runtime.Redact(err.Error()))
+		}})
 	pools.Lock()
 	pools.list = append(pools.list, pool)
 	pools.Unlock()

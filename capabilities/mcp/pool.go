@@ -87,6 +87,11 @@ type Options struct {
 	Policy *policy.Policy
 	// Audit receives mcp.server.* events; nil discards them.
 	Audit *slog.Logger
+	// Restarted is told each time a server that died is started again;
+	// Down when a server is down for good (nil: nothing to tell). The
+	// metrics and /readyz use them.
+	Restarted func(server string)
+	Down      func(server string, err error)
 }
 
 // NewPool builds a pool for servers. Nothing starts until first use.
@@ -398,15 +403,18 @@ func (p *Pool) get(ctx context.Context, server string) (*conn, error) {
 		reason := cur.exitReason()
 		cur.close()
 		if cur.restarted && !cur.healthy.Load() {
-			return nil, p.fail(st, fmt.Errorf("MCP server %s died again before answering after its restart (%s); it is not restarted again", s.Name, reason))
+			return nil, p.fail(s.Name, st, fmt.Errorf("MCP server %s died again before answering after its restart (%s); it is not restarted again", s.Name, reason))
 		}
 		p.auditWarn("mcp.server.exited", "server", s.Name, "reason", reason, "action", "restart")
+		if p.opts.Restarted != nil {
+			p.opts.Restarted(s.Name)
+		}
 	}
 	c, err := p.dial(ctx, s)
 	if err != nil {
 		err = fmt.Errorf("MCP server %s: %w", s.Name, err)
 		if restart && ctx.Err() == nil {
-			return nil, p.fail(st, fmt.Errorf("restart failed: %w", err))
+			return nil, p.fail(s.Name, st, fmt.Errorf("restart failed: %w", err))
 		}
 		p.auditWarn("mcp.server.error", "server", s.Name, "error", err.Error())
 		return nil, err
@@ -439,14 +447,29 @@ func (p *Pool) get(ctx context.Context, server string) (*conn, error) {
 }
 
 // fail marks a server down for good and tells its watchers.
-func (p *Pool) fail(st *state, err error) error {
+func (p *Pool) fail(server string, st *state, err error) error {
 	p.mu.Lock()
 	st.failed = err
 	st.cur = nil
 	p.notifyLocked(st, Notice{Err: err})
 	p.mu.Unlock()
 	p.auditWarn("mcp.server.failed", "error", err.Error())
+	if p.opts.Down != nil {
+		p.opts.Down(server, err)
+	}
 	return err
+}
+
+// Up reports, per server, whether its connection is alive now (a server
+// not started yet, died or down for good is not).
+func (p *Pool) Up() map[string]bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	up := make(map[string]bool, len(p.states))
+	for name, st := range p.states {
+		up[name] = st.cur != nil && st.cur.alive()
+	}
+	return up
 }
 
 // monitor restarts a watched server as soon as its connection dies; an

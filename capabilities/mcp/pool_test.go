@@ -94,6 +94,13 @@ func TestRestartFailureKeepsServerDown(t *testing.T) {
 	if !strings.Contains(h.audit.String(), "mcp.server.failed") {
 		t.Fatalf("failure not audited")
 	}
+	// /readyz turns 503 for a server down for good.
+	if ready, why := h.Host.Ready(); ready || len(why) != 1 || !strings.HasPrefix(why[0], "mcp server docs: down for good: ") {
+		t.Fatalf("ready %v %v, want not ready because docs is down", ready, why)
+	}
+	if up := pool.Up(); up["docs"] {
+		t.Fatalf("Up() = %v, want docs down", up)
+	}
 }
 
 func TestConcurrentFirstUseStartsOnce(t *testing.T) {

@@ -33,6 +33,9 @@ var (
 // Listeners returns one listener per mcp.resource.* trigger of the
 // program. They need the real pool (not a mock) as the MCP client.
 func Listeners(h *runtime.Host) ([]runtime.Listener, error) {
+	if pool, ok := mcpclient.ClientFrom(h.Engine.Services).(*Pool); ok {
+		metrics.Attach(h).MCPServers(pool.Up) // kiln_mcp_server_up, read at each scrape
+	}
 	wf := h.Program.Workflow
 	var out []runtime.Listener
 	for i, t := range wf.Triggers {

@@ -1,6 +1,7 @@
 package mcp_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http/httptest"
@@ -13,6 +14,8 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/kilnworks/kiln/capabilities/internal/fire/firetest"
+	"github.com/kilnworks/kiln/capabilities/internal/ops/metrics"
+	"github.com/kilnworks/kiln/capabilities/internal/ops/opstest"
 	kmcp "github.com/kilnworks/kiln/capabilities/mcp"
 	"github.com/kilnworks/kiln/capabilities/mcp/mcpclient"
 	"github.com/kilnworks/kiln/runtime"
@@ -230,6 +233,23 @@ allow_resources = ["test://docs/*"]`, stdioCommand(t, rec))
 		t.Fatal(err)
 	}
 	checkTrigger(t, firetest.Next(t, 5*time.Second), kmcp.TriggerUpdated, "test://docs/a")
+
+	// The metrics saw the restart and the server is up again; the
+	// trigger's fires are counted.
+	var b bytes.Buffer
+	if err := metrics.Of(h.Host).Write(&b); err != nil {
+		t.Fatal(err)
+	}
+	m, _ := opstest.Parse(t, b.String())
+	for k, want := range map[string]float64{
+		`kiln_mcp_server_up{server="docs",workflow="mcp-trigger"}`:                                              1,
+		`kiln_mcp_server_restarts_total{server="docs",workflow="mcp-trigger"}`:                                  1,
+		`kiln_trigger_fires_total{trigger="mcp.resource.updated[0] docs test://docs/a",workflow="mcp-trigger"}`: 2,
+	} {
+		if got, ok := m[k]; !ok || got != want {
+			t.Errorf("%s = %v (present %v), want %v\n%s", k, got, ok, want, b.String())
+		}
+	}
 }
 
 // TestTriggerNeedsServerSupport: a server that cannot subscribe (or does

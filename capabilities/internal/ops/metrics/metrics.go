@@ -45,9 +45,11 @@ type Set struct {
 	denials  map[string]int64      // policy denials, by capability family
 	llm      map[string]*Histogram // intelligence request duration, by backend
 	tokens   map[tokenKey]int64
-	fires    map[string]int64 // trigger runs started, by trigger
-	skipped  map[string]int64 // trigger ticks dropped, by trigger
-	triggers map[string]bool  // every trigger seen, so both series exist
+	mcpUp    func() map[string]bool // nil: no MCP servers
+	restarts map[string]int64       // MCP server restarts, by server
+	fires    map[string]int64       // trigger runs started, by trigger
+	skipped  map[string]int64       // trigger ticks dropped, by trigger
+	triggers map[string]bool        // every trigger seen, so both series exist
 }
 
 type runKey struct{ start, status string }
@@ -98,7 +100,7 @@ func OfEngine(e *runtime.Engine) *Set {
 
 func newSet(h *runtime.Host) *Set {
 	s := &Set{runs: map[runKey]int64{}, nodes: map[string]*Histogram{}, retries: map[string]int64{}, denials: map[string]int64{},
-		llm: map[string]*Histogram{}, tokens: map[tokenKey]int64{},
+		llm: map[string]*Histogram{}, tokens: map[tokenKey]int64{}, restarts: map[string]int64{},
 		fires: map[string]int64{}, skipped: map[string]int64{}, triggers: map[string]bool{}}
 	if h.Program != nil && h.Program.Workflow != nil {
 		wf := h.Program.Workflow
@@ -166,6 +168,24 @@ func (s *Set) LLMRequest(backend string, d time.Duration, prompt, completion int
 	h.observe(d.Seconds())
 	s.tokens[tokenKey{backend, "prompt"}] += prompt
 	s.tokens[tokenKey{backend, "completion"}] += completion
+}
+
+// MCPServers makes the exposition report each MCP server's state, read
+// from up at every scrape.
+func (s *Set) MCPServers(up func() map[string]bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mcpUp = up
+}
+
+// MCPRestarted counts a restart of an MCP server that died.
+func (s *Set) MCPRestarted(server string) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.restarts[server]++
 }
 
 // observeRun adds a finished top-level run's outcome and cost.
@@ -323,6 +343,22 @@ func (s *Set) Write(w io.Writer) error {
 	for _, be := range runtime.SortedKeys(s.llm) {
 		for _, typ := range []string{"completion", "prompt"} {
 			fmt.Fprintf(&b, "kiln_llm_tokens_total{%s,backend=\"%s\",type=\"%s\"} %d\n", wf, Escape(be), typ, s.tokens[tokenKey{be, typ}])
+		}
+	}
+
+	if s.mcpUp != nil {
+		up := s.mcpUp()
+		Header(&b, "kiln_mcp_server_up", "gauge", "1 while the MCP server's connection is alive, else 0.")
+		for _, name := range runtime.SortedKeys(up) {
+			v := 0
+			if up[name] {
+				v = 1
+			}
+			fmt.Fprintf(&b, "kiln_mcp_server_up{%s,server=\"%s\"} %d\n", wf, Escape(name), v)
+		}
+		Header(&b, "kiln_mcp_server_restarts_total", "counter", "Restarts of MCP servers that died, by server.")
+		for _, name := range runtime.SortedKeys(up) {
+			fmt.Fprintf(&b, "kiln_mcp_server_restarts_total{%s,server=\"%s\"} %d\n", wf, Escape(name), s.restarts[name])
 		}
 	}
 
