@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // Undeclared names fall back to the environment when New is given no
@@ -55,5 +57,33 @@ client_secret_env = "KILN_SECRETS_TEST_CSECRET"
 	form, _ := ts.lastForm.Load().(map[string]string)
 	if _, ok := form["scope"]; ok || form["grant_type"] != "client_credentials" {
 		t.Fatalf("form %v", form)
+	}
+}
+
+// skew_secs = 0 is honoured (not the default 60), and a fractional
+// expires_in counts its whole seconds: a token issued for 120.5 s stays
+// cached at 100 s and is fetched again at 121 s.
+func TestZeroSkewAndFractionalExpiry(t *testing.T) {
+	t.Setenv("KILN_SECRETS_TEST_CID", "my-client")
+	t.Setenv("KILN_SECRETS_TEST_CSECRET", "client-secret-xyz")
+	ts := newTokenServer(t, `"120.5"`)
+	reg, err := New(decode(t, oauthTOML(ts.URL, "body", 0)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_700_000_000, 0)
+	var mu sync.Mutex
+	reg.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	if err := reg.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	advance(100 * time.Second)
+	if v, _ := reg.Secret("SF"); v != "access-token-1" || ts.calls.Load() != 1 {
+		t.Fatalf("at 100 s: %q after %d calls", v, ts.calls.Load())
+	}
+	advance(21 * time.Second)
+	if v, _ := reg.Secret("SF"); v != "access-token-2" || ts.calls.Load() != 2 {
+		t.Fatalf("at 121 s: %q after %d calls", v, ts.calls.Load())
 	}
 }
