@@ -112,7 +112,7 @@ func TestFleetRunsEachKeyOnce(t *testing.T) {
 func TestFleetTakesOverADeadReplicasClaim(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	runLog := filepath.Join(t.TempDir(), "runs.log")
-	const lease = 2 * time.Second
+	const lease = 3 * time.Second // the 409 below must come before it runs out, on a loaded machine too
 	a := startReplica(t, dsn, runLog, "a", lease, true)
 	b := startReplica(t, dsn, runLog, "b", lease, false)
 	client := &http.Client{Timeout: 30 * time.Second}
