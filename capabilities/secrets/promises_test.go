@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kilnworks/kiln/runtime"
 )
 
 // Undeclared names fall back to the environment when New is given no
@@ -85,5 +87,48 @@ func TestZeroSkewAndFractionalExpiry(t *testing.T) {
 	advance(21 * time.Second)
 	if v, _ := reg.Secret("SF"); v != "access-token-2" || ts.calls.Load() != 2 {
 		t.Fatalf("at 121 s: %q after %d calls", v, ts.calls.Load())
+	}
+}
+
+// Set up on a host without services, the family installs its own and
+// its SIGHUP reloader; closing removes the reloader (and is safe twice).
+func TestSetupWithoutServicesAndClose(t *testing.T) {
+	t.Setenv("KILN_SECRETS_TEST_VAR", "env-value-2")
+	p, err := runtime.Compile(decode(t, "[[secrets]]\nname = \"E\"\nsource = \"env\"\nvar = \"KILN_SECRETS_TEST_VAR\"\n"), runtime.CompileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &runtime.Host{Program: p, Engine: &runtime.Engine{}}
+	if err := setup(context.Background(), h); err != nil {
+		t.Fatal(err)
+	}
+	if h.Engine.Services == nil || h.Engine.Services.Secret == nil {
+		t.Fatal("no secret service installed")
+	}
+	if v, err := h.Engine.Services.Secret("E"); err != nil || v != "env-value-2" {
+		t.Fatalf("E = %q %v", v, err)
+	}
+	for i := 0; i < 2; i++ {
+		if err := closeActive(); err != nil {
+			t.Fatal(err)
+		}
+		activeMu.Lock()
+		installed := stopHUP != nil
+		activeMu.Unlock()
+		if installed {
+			t.Fatalf("close %d: the SIGHUP reloader is still installed", i+1)
+		}
+	}
+}
+
+// A command source that fails says how it ended, not that it timed out.
+func TestFailingCommandNamesItsExit(t *testing.T) {
+	reg, err := New(decode(t, "[[secrets]]\nname = \"C\"\nsource = \"command\"\nargv = [\"/bin/sh\", \"-c\", \"exit 3\"]\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = reg.Load(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "failed (exit status 3)") || strings.Contains(err.Error(), "did not finish") {
+		t.Fatalf("got %v", err)
 	}
 }
