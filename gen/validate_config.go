@@ -87,6 +87,9 @@ func (c *checker) checkRoutes() {
 		if r.InputSchema != "" {
 			c.addAll(where, c.ctx.Schema("input_schema", r.InputSchema))
 		}
+		for _, msg := range httpspec.CheckRouteHeaders(r.Headers) {
+			c.add("invalid_route_headers", "%s: %s", where, msg)
+		}
 	}
 }
 

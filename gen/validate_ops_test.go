@@ -60,3 +60,37 @@ func TestNodeEventsIsABool(t *testing.T) {
 		t.Fatalf("node_events = \"yes\": %v", err)
 	}
 }
+
+// TestRouteHeadersValidated: kiln check refuses a route listing a
+// credential header (invalid_route_headers) and accepts plain ones.
+func TestRouteHeadersValidated(t *testing.T) {
+	for list, ok := range map[string]bool{`["X-GitHub-Event"]`: true, `["Authorization"]`: false, `["a b"]`: false} {
+		src := `
+name = "hooks"
+[[start_nodes]]
+name = "hook"
+source = "http"
+entry_node = "n"
+[[http_routes]]
+method = "POST"
+path = "/hook"
+start_node = "hook"
+auth = "none"
+headers = ` + list + `
+[[nodes]]
+id = "n"
+type = "template_render"
+template = "x"
+`
+		wf, err := Decode("workflow.toml", []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = Validate(wf)
+		var ve *ValidationError
+		refused := errors.As(err, &ve) && slices.Contains(codesOf(ve.Issues), "invalid_route_headers")
+		if refused == ok {
+			t.Errorf("headers = %s: refused %v (%v)", list, refused, err)
+		}
+	}
+}

@@ -156,6 +156,9 @@ func (s *Server) newRoute(spec workflow.HTTPRoute) (*route, error) {
 	if isBuiltin(spec.Path) {
 		return nil, fmt.Errorf("path %s is reserved for the built-in endpoint", spec.Path)
 	}
+	if bad := httpspec.CheckRouteHeaders(spec.Headers); len(bad) > 0 {
+		return nil, errors.New(strings.Join(bad, "; "))
+	}
 	if _, err := h.Program.Entry(spec.StartNode); err != nil {
 		return nil, fmt.Errorf("start_node %q: %v", spec.StartNode, err)
 	}
@@ -419,7 +422,10 @@ func (s *Server) builtin(w http.ResponseWriter, r *http.Request) {
 // serveRoute answers a request on a declared route and returns the status
 // code it answered with (for metrics).
 func (s *Server) serveRoute(w http.ResponseWriter, r *http.Request, rt *route, start time.Time) int {
-	a, code := s.admit(w, r, rt)
+	// Every reply of the route echoes the request id (request.go).
+	id := requestID(r)
+	w.Header().Set(RequestIDHeader, id)
+	a, code := s.admit(w, r, rt, id)
 	if code != 0 {
 		return code // refused, invalid or replayed: already answered
 	}
@@ -450,7 +456,7 @@ type admitted struct {
 // codes under 100); an admitted one with 0. It returns before the run
 // starts, so its large stack frame is not under the run's (a request's
 // stack that stays small is not grown and shrunk again around every GC).
-func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt *route) (admitted, int) {
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt *route, requestID string) (admitted, int) {
 	log := func() *slog.Logger { return s.routeLog(r, rt) }
 	if rt.limiter != nil {
 		if ok, wait := rt.limiter.take(); !ok {
@@ -512,6 +518,15 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt *route) (admit
 		trigger = runtime.MakeTrigger("http", payload)
 	}
 	trigger["principal"] = principal
+	// The request contract (docs/serve.md), set after the body's fields so
+	// a body cannot spoof them.
+	query, err := queryOf(r)
+	if err != nil {
+		return admitted{}, writeJSON(w, http.StatusBadRequest, map[string]any{"error": "bad request", "detail": "query string: " + err.Error()})
+	}
+	trigger["query"] = query
+	trigger["headers"] = headersOf(r, rt.spec.Headers)
+	trigger["request_id"] = requestID
 	tp := r.Header.Get("Traceparent")
 	if runtime.ValidTraceparent(tp) {
 		trigger["traceparent"] = tp

@@ -84,6 +84,9 @@ type HTTPRoute struct {
 	RateLimit          *RateLimit `toml:"rate_limit"`
 	IdempotencyKey     string     `toml:"idempotency_key"`
 	IdempotencyTTLSecs *int       `toml:"idempotency_ttl_secs"`
+	// Headers are the request headers the run sees in trigger.headers;
+	// no other header reaches it.
+	Headers []string `toml:"headers"`
 }
 
 // RateLimit is a per-route token bucket.

@@ -217,6 +217,6 @@ const ManifestBlob = "\x00KILN-MANIFEST\x0000004630\x00{\n" +
 	"    }\n" +
 	"  ],\n" +
 	"  \"effective_needs_sha256\": \"1aa0ca721ecb34236dcdc82e2ad3e63f6492761d0e96744d2a1d072dae8f55bc\",\n" +
-	"  \"tables_sha256\": \"f5d4b1befdb453d43e7ffa649057b1d896e36b9ca9d1c78ea2ebd4508b9f936c\"\n" +
+	"  \"tables_sha256\": \"82170ecc1091e77c6396f5b2750d7031e291b71fd3fb7c033d4c9215c8d3e318\"\n" +
 	"}\n" +
 	"\x00KILN-MANIFEST-END\x00"

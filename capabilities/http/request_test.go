@@ -1,0 +1,71 @@
+package http
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestRequestContract: on a real loopback server a route's run sees the
+// query string (first value per name) in trigger.query, only the headers
+// the route lists in trigger.headers, and the request id (the caller's
+// X-Request-Id, or a generated one when it is missing or unusable) in
+// trigger.request_id, echoed in the reply; a body cannot spoof any of
+// them.
+func TestRequestContract(t *testing.T) {
+	ts := start(t, wf("echo", `headers = ["X-GitHub-Event", "X-Custom"]`), setup{})
+	r := ts.do(t, "POST", "/hook?page=2&page=3&q=a%20b", `{"query":"spoof","headers":{"x-other":"spoof"},"request_id":"spoof"}`,
+		"Content-Type", "application/json", "X-GitHub-Event", "push", "X-Other", "not-listed-value",
+		"X-Request-Id", "abc-123", "Authorization", "Bearer never-in-a-run").expect(t, 200)
+	var out struct {
+		FinalValue struct {
+			Trigger map[string]any `json:"trigger"`
+		} `json:"final_value"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &out); err != nil {
+		t.Fatal(err)
+	}
+	trig := out.FinalValue.Trigger
+	if got, _ := json.Marshal(trig["query"]); string(got) != `{"page":"2","q":"a b"}` {
+		t.Errorf("trigger.query = %s", got)
+	}
+	if got, _ := json.Marshal(trig["headers"]); string(got) != `{"x-github-event":"push"}` {
+		t.Errorf("trigger.headers = %s, want only the listed header present", got)
+	}
+	if trig["request_id"] != "abc-123" || r.header.Get("X-Request-Id") != "abc-123" {
+		t.Errorf("request id %v, echoed %q, want abc-123", trig["request_id"], r.header.Get("X-Request-Id"))
+	}
+	if strings.Contains(r.body, "not-listed-value") || strings.Contains(r.body, "never-in-a-run") {
+		t.Errorf("an unlisted header reached the run: %s", r.body)
+	}
+
+	// An unusable id is replaced by a generated one, echoed as well.
+	r = ts.do(t, "POST", "/hook", `{}`, "Content-Type", "application/json", "X-Request-Id", "bad id;"+strings.Repeat("x", 200)).expect(t, 200)
+	id := r.header.Get("X-Request-Id")
+	if !regexp.MustCompile(`^[0-9a-f]{24}$`).MatchString(id) || !strings.Contains(r.body, `"request_id":"`+id+`"`) {
+		t.Errorf("generated id %q, body %s", id, r.body)
+	}
+	// A query string that does not parse is refused, and still echoed.
+	r = ts.do(t, "POST", "/hook?q=%zz", `{}`, "X-Request-Id", "q-1").expect(t, 400)
+	if !strings.Contains(r.body, "query string") || r.header.Get("X-Request-Id") != "q-1" {
+		t.Errorf("bad query: %s (id %q)", r.body, r.header.Get("X-Request-Id"))
+	}
+}
+
+// TestRouteHeadersRefused: a route cannot list a credential header, a
+// non-token name or a name twice; the server refuses to start.
+func TestRouteHeadersRefused(t *testing.T) {
+	for list, want := range map[string]string{
+		`["Authorization"]`:       "carries credentials",
+		`["cookie"]`:              "carries credentials",
+		`["Proxy-Authorization"]`: "carries credentials",
+		`["X-A", "x-a"]`:          "listed twice",
+		`["X A"]`:                 "is not a header name",
+	} {
+		h := newHost(t, wf("echo", "headers = "+list), setup{})
+		if _, err := New(h, Config{}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("headers = %s: %v, want %q", list, err, want)
+		}
+	}
+}
