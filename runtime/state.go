@@ -74,3 +74,29 @@ func ClaimStoreFor(e *Engine) ClaimStore {
 	}
 	return NewFileClaims(e.StateDir, now)
 }
+
+// TickClaims decides which process fires a schedule's tick when several
+// replicas share a state backend: ClaimTick is true for exactly one
+// caller per (trigger, slot) across them. A process without it fires
+// every tick itself.
+type TickClaims interface {
+	ClaimTick(ctx context.Context, trigger string, slot time.Time) (bool, error)
+}
+
+type tickClaimsKey struct{}
+
+// SetTickClaims installs the fleet's tick claims (a shared state
+// backend's Setup does this).
+func SetTickClaims(s *Services, c TickClaims) { s.Values.Store(tickClaimsKey{}, c) }
+
+// TickClaimsFor returns the installed tick claims, or nil: this process
+// alone decides its ticks.
+func TickClaimsFor(e *Engine) TickClaims {
+	if e.Services == nil {
+		return nil
+	}
+	if c, ok := e.Services.Values.Load(tickClaimsKey{}); ok {
+		return c.(TickClaims)
+	}
+	return nil
+}

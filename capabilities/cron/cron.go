@@ -97,11 +97,15 @@ func (l *Listener) Serve(ctx context.Context) error {
 			return nil
 		}
 		last = next
-		l.gate.Fire(ctx, map[string]any{
+		payload := map[string]any{
 			"type":             "cron",
 			"schedule":         l.expr,
 			"fired_at_unix_ms": l.gate.Now().UnixMilli(),
 			"tick":             l.gate.NextTick(),
-		})
+		}
+		// In a fleet, the slot fires on the one replica that claims it.
+		if fleet := runtime.TickClaimsFor(l.gate.Host.Engine); fleet == nil || l.gate.ClaimFleetTick(ctx, fleet, next, payload) {
+			l.gate.Fire(ctx, payload)
+		}
 	}
 }

@@ -67,20 +67,29 @@ func (l *Listener) Name() string { return l.gate.Name }
 
 // Serve fires at a fixed rate until ctx ends, then waits for the in-flight
 // run. Slots missed while the process was stalled are skipped, not
-// replayed in a burst.
+// replayed in a burst. In a fleet (a shared state backend) slots are
+// multiples of every on the wall clock, so replicas agree on them, and
+// each slot fires on the one replica that claims it (docs/scaling.md).
 func (l *Listener) Serve(ctx context.Context) error {
 	defer l.gate.Wait()
+	fleet := runtime.TickClaimsFor(l.gate.Host.Engine)
 	next := l.gate.Now().Add(l.every)
+	if fleet != nil {
+		next = l.gate.Now().Truncate(l.every).Add(l.every)
+	}
 	for {
 		if !l.gate.Sleep(ctx, next.Sub(l.gate.Now())) {
 			return nil
 		}
-		l.gate.Fire(ctx, map[string]any{
+		payload := map[string]any{
 			"type":             "interval",
 			"every_ms":         l.every.Milliseconds(),
 			"fired_at_unix_ms": l.gate.Now().UnixMilli(),
 			"tick":             l.gate.NextTick(),
-		})
+		}
+		if fleet == nil || l.gate.ClaimFleetTick(ctx, fleet, next, payload) {
+			l.gate.Fire(ctx, payload)
+		}
 		now := l.gate.Now()
 		for !next.After(now) {
 			next = next.Add(l.every)

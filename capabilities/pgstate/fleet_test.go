@@ -261,3 +261,36 @@ func TestFleetSurvivesADatabaseOutage(t *testing.T) {
 	}
 	t.Logf("%d deliveries: %d answered 200, %d answered 503 while the database was away", len(answers), ok, unavailable)
 }
+
+// TestFleetFiresEachTickOnce: three replicas run the same interval
+// trigger (every second) against one database: each tick fires on exactly
+// one replica, and the ticks keep coming.
+func TestFleetFiresEachTickOnce(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	runLog := filepath.Join(t.TempDir(), "runs.log")
+	var fleet []*replica
+	for i := range 3 {
+		fleet = append(fleet, startReplica(t, dsn, runLog, fmt.Sprint("r", i), 5*time.Second, false, replicaTicksEnv+"=1"))
+	}
+	time.Sleep(6 * time.Second)
+	for _, r := range fleet {
+		r.stop()
+	}
+	slots := map[string][]string{} // slot -> replicas that fired it
+	for _, line := range readRunLog(t, runLog) {
+		f := strings.Fields(line)
+		if len(f) != 3 || f[0] != "tick" {
+			t.Fatalf("run log line %q", line)
+		}
+		slots[f[1]] = append(slots[f[1]], f[2])
+	}
+	for slot, by := range slots {
+		if len(by) != 1 {
+			t.Errorf("tick %s fired %d times: %v", slot, len(by), by)
+		}
+	}
+	if len(slots) < 4 {
+		t.Fatalf("%d ticks in 6 s, want at least 4", len(slots))
+	}
+	t.Logf("%d ticks, each fired once in the fleet", len(slots))
+}

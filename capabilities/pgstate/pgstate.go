@@ -43,6 +43,7 @@ func init() {
 				h.Engine.Services = &runtime.Services{}
 			}
 			runtime.SetClaimStore(h.Engine.Services, store)
+			runtime.SetTickClaims(h.Engine.Services, store)
 			var pctx context.Context
 			pctx, stopPing = context.WithCancel(context.Background())
 			go watchReady(pctx, h, store)

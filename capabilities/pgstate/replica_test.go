@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kilnworks/kiln/capabilities/http"
+	"github.com/kilnworks/kiln/capabilities/interval"
 	"github.com/kilnworks/kiln/gen"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/workflow"
@@ -29,6 +30,7 @@ const (
 	replicaBlockEnv = "KILN_PGSTATE_BLOCK"      // "1": runs block until cancelled
 	replicaLeaseEnv = "KILN_PGSTATE_LEASE_MS"   // the claim lease
 	replicaIDEnv    = "KILN_PGSTATE_REPLICA_ID" // written in the run log
+	replicaTicksEnv = "KILN_PGSTATE_TICKS"      // "1": serve the interval trigger too
 )
 
 const replicaWorkflow = `
@@ -54,6 +56,10 @@ func init() {
 	runtime.RegisterNode(runtime.NodeKind{Kind: "pgstatetest_node", Family: "pgstatetest",
 		Prepare: func(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) {
 			return func(ctx context.Context, c *runtime.Call) (runtime.Result, error) {
+				if slot, ok := c.Run.Trigger()["slot_unix_ms"]; ok { // an interval tick
+					appendLine(fmt.Sprint("tick ", slot, " ", os.Getenv(replicaIDEnv)))
+					return runtime.Next(nil), nil
+				}
 				id, _ := c.Run.Trigger()["id"].(string)
 				if os.Getenv(replicaBlockEnv) == "1" {
 					appendLine("start " + id)
@@ -119,6 +125,14 @@ func serveReplica() error {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		cancel()
 	}()
+	if os.Getenv(replicaTicksEnv) == "1" {
+		runtime.SetTickClaims(h.Engine.Services, store)
+		l, err := interval.NewListener(h, 0, workflow.Trigger{Type: "interval", Every: "1s", StartNode: "main"}, nil)
+		if err != nil {
+			return err
+		}
+		go func() { _ = l.Serve(ctx) }()
+	}
 	fmt.Printf("listening %s\n", ln.Addr())
 	return s.ServeListener(ctx, ln)
 }
@@ -130,10 +144,10 @@ type replica struct {
 	URL   string
 }
 
-func startReplica(t *testing.T, dsn, runLog, id string, lease time.Duration, block bool) *replica {
+func startReplica(t *testing.T, dsn, runLog, id string, lease time.Duration, block bool, env ...string) *replica {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), replicaEnv+"="+dsn, replicaLogEnv+"="+runLog, replicaIDEnv+"="+id,
+	cmd.Env = append(append(os.Environ(), env...), replicaEnv+"="+dsn, replicaLogEnv+"="+runLog, replicaIDEnv+"="+id,
 		replicaLeaseEnv+"="+strconv.FormatInt(lease.Milliseconds(), 10), replicaBlockEnv+"="+map[bool]string{true: "1"}[block])
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()

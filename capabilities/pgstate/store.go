@@ -56,7 +56,10 @@ type Store struct {
 	done     chan struct{}
 }
 
-var _ runtime.ClaimStore = (*Store)(nil)
+var (
+	_ runtime.ClaimStore = (*Store)(nil)
+	_ runtime.TickClaims = (*Store)(nil)
+)
 
 // Open connects, applies the embedded migrations under an advisory lock
 // and starts renewing this replica's leases.
@@ -256,12 +259,28 @@ func (s *Store) Abandon(ctx context.Context, scope, key string) error {
 	return nil
 }
 
-// Sweep deletes expired replies, a bounded batch per call.
+// Sweep deletes expired replies and day-old ticks, a bounded batch per
+// call.
 func (s *Store) Sweep(ctx context.Context) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	_, _ = s.pool.Exec(ctx, `DELETE FROM kiln_claims WHERE key_hash IN (
 		SELECT key_hash FROM kiln_claims WHERE state = 'done' AND expires_at <= now() LIMIT 10000)`)
+	_, _ = s.pool.Exec(ctx, `DELETE FROM kiln_ticks WHERE (trigger, slot) IN (
+		SELECT trigger, slot FROM kiln_ticks WHERE slot < now() - interval '1 day' LIMIT 10000)`)
+}
+
+// ClaimTick is true for exactly one replica per (trigger, slot): the one
+// whose insert lands first. An error means nobody may assume the tick.
+func (s *Store) ClaimTick(ctx context.Context, trigger string, slot time.Time) (bool, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	tag, err := s.pool.Exec(ctx, `INSERT INTO kiln_ticks (trigger, slot, owner) VALUES ($1, $2, $3)
+		ON CONFLICT (trigger, slot) DO NOTHING`, trigger, slot.UTC().Truncate(time.Millisecond), s.owner)
+	if err != nil {
+		return false, fmt.Errorf("tick claims: %w", err)
+	}
+	return tag.RowsAffected() == 1, nil
 }
 
 // renew extends the leases of this replica's claims every Lease/3, and

@@ -235,6 +235,7 @@ func TestServingRoleNeedsOnlyDML(t *testing.T) {
 	open(t, dsn, time.Minute).Close() // the owner migrates
 	sqlExec(t, dsn, `GRANT SELECT, INSERT, UPDATE, DELETE ON kiln_claims TO `+role)
 	sqlExec(t, dsn, `GRANT SELECT ON kiln_schema_migrations TO `+role)
+	sqlExec(t, dsn, `GRANT SELECT, INSERT, DELETE ON kiln_ticks TO `+role)
 	s := open(t, serving, time.Minute)
 	ctx := context.Background()
 	if c, err := s.Begin(ctx, "POST /hook", "k"); err != nil || c.Outcome != runtime.ClaimRun {
@@ -242,6 +243,9 @@ func TestServingRoleNeedsOnlyDML(t *testing.T) {
 	}
 	if err := s.Finish(ctx, "POST /hook", "k", time.Hour, runtime.StoredReply{Status: 200}); err != nil {
 		t.Fatal(err)
+	}
+	if ok, err := s.ClaimTick(ctx, "fleet/interval[0] 1s", time.Now().Truncate(time.Second)); err != nil || !ok {
+		t.Fatalf("tick claim: %v %v", ok, err)
 	}
 	s.Sweep(ctx)
 }
