@@ -178,7 +178,7 @@ var Families = []Family{
 	},
 	{
 		ID: "pgstate", Package: PackagePrefix + "pgstate", Tag: "kiln_pgstate",
-		Description: "[state] backend = \"postgres\": idempotency claims and replies shared by every replica on one PostgreSQL database",
+		Description: "[state] backend = \"postgres\": idempotency claims and replies, and cron/interval ticks, shared by every replica on one PostgreSQL database",
 		Keys:        []string{"state.postgres"},
 		State:       true,
 	},

@@ -1,6 +1,7 @@
 // Package interval is the interval trigger family: each [[triggers]] entry
 // of type "interval" starts a run every `every` (first fire one period
-// after start-up), one run at a time; a tick while the previous run is in
+// after start-up; in a fleet, at the next multiple of every: see
+// docs/scaling.md), one run at a time; a tick while the previous run is in
 // flight is skipped and audited as interval.skipped.
 package interval
 
