@@ -59,9 +59,6 @@ func Bind(flagValue string, h *runtime.Host) string {
 type Listener struct {
 	host *runtime.Host
 	addr string
-	// Bound, when set, receives the listening address once bound (tests
-	// bind port 0).
-	Bound func(addr string)
 }
 
 // New returns the ops listener of h on addr.
@@ -93,9 +90,6 @@ func (l *Listener) Serve(ctx context.Context) error {
 	addr := ln.Addr().String()
 	if a := l.host.Engine.Audit; a != nil {
 		a.Info("ops.listening", "addr", addr)
-	}
-	if l.Bound != nil {
-		l.Bound(addr)
 	}
 	select {
 	case err := <-errc:
