@@ -13,7 +13,7 @@ const ManifestBlob = "\x00KILN-MANIFEST\x0000001311\x00{\n" +
 	"    \"digest\": \"3ef77232c46fb9cb1b85210dfcabd11a915d24beeedcf3c08569d93197a6a5db\"\n" +
 	"  },\n" +
 	"  \"kiln_version\": \"devel\",\n" +
-	"  \"kiln_sum\": \"h1:g6jm+jv9agPZ7czdB7XtXe+PGsKhGW6Pt8NkMjqB4hw=\",\n" +
+	"  \"kiln_sum\": \"h1:2QlTxeUenj+i51jYudReY6AX5kl9lbiHspaUn1IK0wA=\",\n" +
 	"  \"build_tags\": [\n" +
 	"    \"kiln_custom\",\n" +
 	"    \"kiln_control\",\n" +
@@ -59,6 +59,6 @@ const ManifestBlob = "\x00KILN-MANIFEST\x0000001311\x00{\n" +
 	"    }\n" +
 	"  ],\n" +
 	"  \"effective_needs_sha256\": \"ee2957a36377661a4aea2f13ef01713da0aaea6b77a8503271e79cf954def49e\",\n" +
-	"  \"tables_sha256\": \"064448430d6963dd1026a571371e3a747d60c05a892c258de6212cab5d3a3cc9\"\n" +
+	"  \"tables_sha256\": \"46a8ccb99b029402cc58f3cbba8f13405b2a61b2de80c4a034b80b35e41db342\"\n" +
 	"}\n" +
 	"\x00KILN-MANIFEST-END\x00"
