@@ -20,8 +20,12 @@ import (
 	"github.com/kilnworks/kiln/runtime/testtool"
 )
 
-// maxHelloBytes is the size target of the sealed hello (3.0 MiB).
-const maxHelloBytes = 3 << 20
+// maxHelloBytes is the size target of the sealed hello: 3.25 MiB. It was
+// 3.0 MiB until every sealed binary gained tapes and `BIN replay`, the
+// explaining --dry-run, the Landlock start-up hook, per-node audit events
+// and the CLI conventions (together about 140 KB, measured); net/http alone
+// would add about 3 MiB, which this limit still catches.
+const maxHelloBytes = 13 << 18
 
 func helloWorkflow(t testing.TB) string {
 	return filepath.Join(repoRoot(t), "examples", "hello", "workflow.toml")
@@ -60,7 +64,7 @@ func helloBinary(t *testing.T) *gen.BuildResult {
 func TestBuildHello(t *testing.T) {
 	res := helloBinary(t)
 	if res.Size > maxHelloBytes {
-		t.Errorf("sealed hello is %d bytes (%.2f MiB), target <= 3.0 MiB", res.Size, float64(res.Size)/(1<<20))
+		t.Errorf("sealed hello is %d bytes (%.2f MiB), target <= 3.25 MiB", res.Size, float64(res.Size)/(1<<20))
 	}
 	if want := []string{"control", "data", "fs", "env"}; !reflect.DeepEqual(res.Plan.Families, want) {
 		t.Errorf("families = %v, want %v", res.Plan.Families, want)
@@ -191,7 +195,7 @@ func TestRuntimeCoreStaysSmall(t *testing.T) {
 		}
 	}
 	// Not a layering rule but a size one: each of these costs tens of KB
-	// that every sealed binary would pay (the 3.0 MiB target for hello).
+	// that every sealed binary would pay (the 3.25 MiB target for hello).
 	for _, heavy := range []string{"net/url", "net/netip", "math/big", "regexp", "crypto/rand"} {
 		if slices.Contains(pkgs, heavy) {
 			t.Errorf("sealed hello links %s: keep it in the capability family that needs it", heavy)
