@@ -87,7 +87,7 @@ gremlins:
 		GOBIN=$(BIN) $(GO) install github.com/go-gremlins/gremlins/cmd/gremlins@$(GREMLINS_VERSION); \
 	fi
 mutate: gremlins
-	@log=$$(mktemp -d); trap 'rm -rf "$$log"' EXIT INT TERM; fail=0; table=""; \
+	@log=$$(mktemp -d); trap 'rm -rf "$$log"' EXIT; trap 'exit 130' INT TERM; fail=0; table=""; \
 	for spec in $(MUTATE_PKGS); do \
 		pkg=$${spec%%=*}; keep=""; [ "$$pkg" = "$$spec" ] || keep=",$${spec#*=},"; \
 		if ! ls $$pkg/*.go >/dev/null 2>&1; then table="$$table$$(printf '%-32s %s' $$pkg 'not in this tree')\n"; continue; fi; \
