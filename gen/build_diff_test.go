@@ -309,13 +309,29 @@ func runDiffCase(t *testing.T, c *diffCase, argv []string) diffRun {
 func normalizeRecord(rec map[string]any) {
 	delete(rec, "execution_id")
 	delete(rec, "wall_ms")
+	delete(rec, "started_at")
 	if detail, ok := rec["detail"].(map[string]any); ok {
 		delete(detail, "run_id")
 		delete(detail, "elapsed_ms")
 	}
 	trace, _ := rec["trace"].(map[string]any)
 	delete(trace, "execution_id")
-	dropTimes(trace)
+	dropTimes(rec) // the trace and the tape's attempts
+	// Children of parallel and map run concurrently, so the tape lists
+	// their attempts and interactions in the order they happened: compare them as a set.
+	for _, key := range []string{"attempts", "interactions"} {
+		list, _ := rec[key].([]any)
+		for _, e := range list {
+			if m, ok := e.(map[string]any); ok {
+				delete(m, "seq")
+			}
+		}
+		sort.Slice(list, func(i, j int) bool {
+			a, _ := json.Marshal(list[i])
+			b, _ := json.Marshal(list[j])
+			return string(a) < string(b)
+		})
+	}
 }
 
 func dropTimes(v any) {
@@ -323,6 +339,7 @@ func dropTimes(v any) {
 	case map[string]any:
 		delete(x, "elapsed_ms")
 		delete(x, "duration_ms")
+		delete(x, "start_ms")
 		for _, e := range x {
 			dropTimes(e)
 		}
