@@ -2,6 +2,7 @@ package gen
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -352,7 +353,7 @@ func ModuleFiles(plan *Plan, modPath string, src *KilnSource, replace string) (g
 
 // goEnv reads one `go env` variable.
 func goEnv(name string) (string, error) {
-	out, err := goCommand(nil, "", "env", name).Output()
+	out, err := goCommand(context.Background(), "", "env", name).Output()
 	if err != nil {
 		return "", fmt.Errorf("go env %s: %w", name, err)
 	}

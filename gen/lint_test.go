@@ -64,14 +64,6 @@ when = "approve"
 const verdictSchema = `{"type":"object","required":["verdict"],
  "properties":{"verdict":{"enum":["approve","reject","defer"]}}}`
 
-func codes(ws []gen.Warning) []string {
-	var out []string
-	for _, w := range ws {
-		out = append(out, w.Code)
-	}
-	return out
-}
-
 // TestLintSwitchOnEnum: each enum value of the llm_infer output schema that
 // has no edge is one warning naming the value; a covered enum warns nothing.
 func TestLintSwitchOnEnum(t *testing.T) {

@@ -70,7 +70,7 @@ func Apply(req confine.Request) (*confine.Report, error) {
 	}
 	// Load the local time zone now: it is read lazily, from files the
 	// ruleset does not grant.
-	time.Now().Zone()
+	_ = time.Local.String()
 	if err := b.cfg.Restrict(b.rules...); err != nil {
 		return r, fmt.Errorf("landlock: %w", err)
 	}

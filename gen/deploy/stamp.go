@@ -20,9 +20,6 @@ type Stamp struct {
 
 var stampLine = regexp.MustCompile(`^# kiln\.dev/manifest-digest: (sha256:[0-9a-f]{64})$`)
 
-// maxStamped bounds how much of one text file Stamps reads.
-const maxStamped = 4 << 20
-
 // Stamps reads the manifest digests stamped into generated files: the
 // header line of each Kubernetes, Cilium or systemd file, and the
 // annotation of each image of an OCI layout. path is one file or a

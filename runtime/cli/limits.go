@@ -46,6 +46,12 @@ func applyBudget(b *workflow.Budget, stderr io.Writer, prog string, audit *slog.
 		if err := lower(syscall.RLIMIT_DATA, limit, limit); err != nil {
 			return fmt.Errorf("[budget] max_memory_mb: %v", err)
 		}
+		// The soft limit follows the cap actually in force, which may be
+		// lower than the budget when the parent set one.
+		var cur syscall.Rlimit
+		if err := syscall.Getrlimit(syscall.RLIMIT_DATA, &cur); err == nil && cur.Cur < limit {
+			limit = cur.Cur
+		}
 		debug.SetMemoryLimit(int64(limit) / 10 * 9)
 		audit.Info("budget.memory_limit", "max_memory_mb", b.MaxMemoryMB)
 	}
