@@ -166,8 +166,8 @@ vet:
 .PHONY: test-intro
 test-intro:
 	@echo "make test: installs what interop tests drive, once: cosign $(COSIGN_VERSION) into $(BIN) (go install, about 2 minutes),"
-	@echo "  MCP server-everything $(MCP_EVERYTHING_VERSION) into $(NPM_DIR) (npm ci), Debian packages for: $(DEB_TOOLS) (apt-get, as root);"
-	@echo "  then go vet and go test ./...: roughly 10-20 minutes on 2 cores, longer on a first run (it compiles every dependency)."
+	@echo "  MCP server-everything $(MCP_EVERYTHING_VERSION) and Mermaid's parser into .cache (npm ci), PostgreSQL and Debian packages for: $(DEB_TOOLS) (apt-get, as root);"
+	@echo "  then go vet and go test ./...: about 4 minutes on 2 cores with warm caches, 10-20 minutes on a first run (it compiles every dependency)."
 
 test: test-intro tools vet
 	$(GO) test -count=1 -timeout 30m ./...
