@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -164,8 +166,20 @@ func TestReplayPageInChromium(t *testing.T) {
 	if n := strings.Count(dom, `class="lane"`); n != 2 {
 		t.Fatalf("%d lanes", n)
 	}
-	if !strings.Contains(dom, `<section id="graph"><svg`) || !regexp.MustCompile(`class="[^"]*\bvisited\b`).MatchString(dom) {
-		t.Fatalf("no graph with the run's path:\n%s", dom)
+	if !strings.Contains(dom, `<section id="graph"><svg`) {
+		t.Fatalf("no graph:\n%s", dom)
+	}
+	// The highlighted boxes are exactly the nodes the run visited.
+	var lit []string
+	for _, m := range regexp.MustCompile(`<g id="[^"]*" class="node[^"]*\bvisited\b[^"]*" data-node="([^"]*)"`).FindAllStringSubmatch(dom, -1) {
+		lit = append(lit, m[1])
+	}
+	sort.Strings(lit)
+	if want := []string{"check", "fetch", "step", "summary"}; !slices.Equal(lit, want) {
+		t.Fatalf("highlighted %v, the run visited %v", lit, want)
+	}
+	if !strings.Contains(dom, `data-node="skipped"`) {
+		t.Fatalf("the unvisited node is not drawn:\n%s", dom)
 	}
 	if !regexp.MustCompile(`class="bar[^"]*\bdiverged\b[^"]*"[^>]*data-node="summary"`).MatchString(dom) {
 		t.Fatalf("diverging bar not marked:\n%s", dom)
@@ -200,6 +214,10 @@ template = "y"
 id = "summary"
 type = "template_render"
 template = "z"
+[[nodes]]
+id = "skipped"
+type = "template_render"
+template = "s"
 [[edges]]
 from = "fetch"
 to = "check"
@@ -207,6 +225,10 @@ to = "check"
 from = "check"
 to = "step"
 when = "true"
+[[edges]]
+from = "check"
+to = "skipped"
+when = "false"
 [[edges]]
 from = "step"
 to = "step"
