@@ -80,6 +80,9 @@ func TestPackageAndDeployCLI(t *testing.T) {
 		if code, stdout, stderr := supplyRun(t, "deploy", "check", p, hello); code != cli.ExitOK || !strings.Contains(stdout, "generated from manifest sha256:") {
 			t.Errorf("deploy check %s hello: exit %d\n%s%s", p, code, stdout, stderr)
 		}
+		if code, stdout, stderr := supplyRun(t, "inspect", p); code != cli.ExitOK || !strings.Contains(stdout, "generated from manifest sha256:") {
+			t.Errorf("inspect %s: exit %d\n%s%s", p, code, stdout, stderr)
+		}
 		code, stdout, _ := supplyRun(t, "deploy", "check", p, webhook)
 		if code != cli.ExitFailed || !strings.Contains(stdout, "MISMATCH") {
 			t.Errorf("deploy check %s against another binary: exit %d, want %d\n%s", p, code, cli.ExitFailed, stdout)

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/kilnworks/kiln/gen"
@@ -22,6 +24,9 @@ func init() {
 func runInspect(args []string, stdout, stderr io.Writer) int {
 	if inspectsRun(args) { // a run file, not a binary: cmd_inspect_run.go
 		return runInspectRun(args, stdout, stderr)
+	}
+	if inspectsDeployment(args) { // kiln package / kiln deploy output
+		return runDeployCheck(args, stdout, stderr)
 	}
 	fl := flag.NewFlagSet("kiln inspect", flag.ContinueOnError)
 	fl.SetOutput(stderr)
@@ -125,4 +130,19 @@ func writeInspectJSON(w io.Writer, in *gen.Inspection) {
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(rep)
+}
+
+// inspectsDeployment reports whether kiln inspect was given what kiln
+// package or kiln deploy wrote (a directory, a manifest or unit file), so
+// it names the binary's manifest each was generated from.
+func inspectsDeployment(args []string) bool {
+	if len(args) == 0 || len(args) > 2 {
+		return false
+	}
+	switch filepath.Ext(args[0]) {
+	case ".yaml", ".yml", ".service", ".timer":
+		return true
+	}
+	st, err := os.Stat(args[0])
+	return err == nil && st.IsDir()
 }
