@@ -3,7 +3,6 @@ package sandbox
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -346,7 +345,7 @@ func (p *plan) system(paths []string, access uint64, why string) {
 // in PATH as the child's start would.
 func (p *plan) command(name, why string) {
 	if !filepath.IsAbs(name) {
-		found, err := exec.LookPath(name)
+		found, err := lookPath(name)
 		if err != nil {
 			p.notEnforced = append(p.notEnforced, why+": "+name+" not found in PATH, not granted")
 			return
@@ -354,6 +353,25 @@ func (p *plan) command(name, why string) {
 		name = found
 	}
 	p.file(name, rExec, why, false)
+}
+
+// lookPath finds a command as the child's start would (a bare name in
+// PATH, a relative one from the working directory) without linking
+// os/exec into every confined binary.
+func lookPath(name string) (string, error) {
+	if strings.Contains(name, "/") {
+		return filepath.Abs(name)
+	}
+	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+		if dir == "" {
+			dir = "."
+		}
+		path := filepath.Join(dir, name)
+		if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return filepath.Abs(path)
+		}
+	}
+	return "", fmt.Errorf("%s: not found in PATH", name)
 }
 
 // url adds the TCP port of a URL or URL pattern. The port is bounded only

@@ -100,7 +100,8 @@ func TestDerive(t *testing.T) {
 	}
 }
 
-// TestWanted: who is confined without a [sandbox] block.
+// TestWanted: every workflow with a [policy] is confined unless [sandbox]
+// turns Landlock off.
 func TestWanted(t *testing.T) {
 	fsOnly := &workflow.Workflow{Policy: &workflow.Policy{FS: &workflow.FSPolicy{Write: []string{"/tmp/x/**"}}}}
 	shell := &workflow.Workflow{Policy: &workflow.Policy{Shell: &workflow.ShellPolicy{Commands: []string{"/bin/true"}}}}
@@ -114,7 +115,7 @@ func TestWanted(t *testing.T) {
 		name string
 		wf   *workflow.Workflow
 		want bool
-	}{{"fs only", fsOnly, false}, {"shell", shell, true}, {"declared", declared, true}, {"off", off, false},
+	}{{"fs only", fsOnly, true}, {"shell", shell, true}, {"declared", declared, true}, {"off", off, false},
 		{"no policy", allowAll, false}, {"child without policy", child, true}, {"root without policy", rootless, false}} {
 		if got, why := confine.Wanted(c.wf); got != c.want || (!got && why == "") {
 			t.Errorf("%s: Wanted = %v (%q), want %v", c.name, got, why, c.want)

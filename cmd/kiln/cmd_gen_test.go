@@ -41,7 +41,7 @@ func TestGenTwiceGivesIdenticalTrees(t *testing.T) {
 	b := filepath.Join(t.TempDir(), "nested", "b")
 	for _, dir := range []string{a, b} {
 		code, stdout, stderr := runKiln(t, "gen", helloExample, "-o", dir)
-		if code != cli.ExitOK || !strings.Contains(stdout, "families [control data fs env]") {
+		if code != cli.ExitOK || !strings.Contains(stdout, "families [control data fs env sandbox]") {
 			t.Fatalf("kiln gen: exit %d\n%s%s", code, stdout, stderr)
 		}
 	}
@@ -144,7 +144,7 @@ func TestBuildThenInspect(t *testing.T) {
 		t.Fatalf("inspect: exit %d\n%s%s", code, stdout, stderr)
 	}
 	for _, want := range []string{"workflow   hello", "tags       kiln_custom,kiln_control,kiln_data,kiln_fs,kiln_env",
-		"families   control,data,fs,env (manifest), control,data,fs,env (build tags), control,data,fs,env (linked)",
+		"families   control,data,fs,env,sandbox (manifest), control,data,fs,env,sandbox (build tags), control,data,fs,env,sandbox (linked)",
 		"github.com/kilnworks/kiln v0.0.0-00010101000000-000000000000 => ./kiln", "ok "} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("inspect output lacks %q:\n%s", want, stdout)
@@ -156,7 +156,7 @@ func TestBuildThenInspect(t *testing.T) {
 		Linked   []string        `json:"linked_families"`
 		Manifest json.RawMessage `json:"manifest"`
 	}
-	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || code != cli.ExitOK || !rep.OK || len(rep.Linked) != 4 {
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || code != cli.ExitOK || !rep.OK || len(rep.Linked) != 5 {
 		t.Errorf("inspect --json: exit %d, %v, %s", code, err, stdout)
 	}
 	printed, err := exec.Command(bin, "manifest").Output()

@@ -141,14 +141,11 @@ func Current() *Report {
 const required = "required"
 
 // Wanted reports whether a workflow tree is confined at start-up, and
-// why not. The root workflow must have a [policy] (one without allows
-// everything; child workflows run under the root's). Then a [sandbox]
-// block decides; without one, the tree is
-// confined when it starts child processes (shell commands, MCP stdio
-// servers, command secrets) or reaches the network: there kiln's own
-// checks end at the exec or the dial, and the sealed binaries that do
-// neither stay small (docs/sandbox.md). The generator links the sandbox
-// family by the same answer.
+// why not. Every workflow whose root has a [policy] is confined unless
+// its [sandbox] says landlock = "off"; one without a policy allows
+// everything (development) and is not (child workflows run under the
+// root's policy). The generator links the sandbox family by the same
+// answer (docs/sandbox.md).
 func Wanted(wf *workflow.Workflow) (bool, string) {
 	// Child workflows run under their parent's policy: the root's decides.
 	if wf.Policy == nil {
@@ -160,31 +157,7 @@ func Wanted(wf *workflow.Workflow) (bool, string) {
 		}
 		return true, ""
 	}
-	p := wf.Policy
-	if (p.Shell != nil && len(p.Shell.Commands) > 0) || (p.HTTP != nil && len(p.HTTP.URLs) > 0) {
-		return true, ""
-	}
-	for _, w := range workflow.Tree(wf) {
-		if reachesOut(w) {
-			return true, ""
-		}
-	}
-	return false, "not confined: the workflow starts no child process and reaches no network (declare [sandbox] to confine it anyway)"
-}
-
-// reachesOut reports whether w declares servers, backends or secrets that
-// start children or dial out.
-func reachesOut(w *workflow.Workflow) bool {
-	if len(w.MCPServers) > 0 || (w.Intelligence != nil && len(w.Intelligence.Backends) > 0) ||
-		(w.Logging != nil && w.Logging.OTel != nil) {
-		return true
-	}
-	for _, s := range w.Secrets {
-		if s.Source == "command" || s.Source == "oauth2" {
-			return true
-		}
-	}
-	return false
+	return true, ""
 }
 
 // skip returns the report of a process that is not confined, or nil when

@@ -10,6 +10,7 @@ import (
 	data "github.com/kilnworks/kiln/capabilities/data"
 	env "github.com/kilnworks/kiln/capabilities/env"
 	fs "github.com/kilnworks/kiln/capabilities/fs"
+	_ "github.com/kilnworks/kiln/capabilities/sandbox"
 	runtime "github.com/kilnworks/kiln/runtime"
 )
 

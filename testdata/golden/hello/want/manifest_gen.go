@@ -6,7 +6,7 @@
 package main
 
 // ManifestBlob is the manifest (manifest.json), wrapped in the markers kiln inspect looks for.
-const ManifestBlob = "\x00KILN-MANIFEST\x0000001660\x00{\n" +
+const ManifestBlob = "\x00KILN-MANIFEST\x0000001887\x00{\n" +
 	"  \"schema\": \"kiln.manifest/v1\",\n" +
 	"  \"workflow\": {\n" +
 	"    \"name\": \"hello\",\n" +
@@ -18,7 +18,8 @@ const ManifestBlob = "\x00KILN-MANIFEST\x0000001660\x00{\n" +
 	"    \"kiln_control\",\n" +
 	"    \"kiln_data\",\n" +
 	"    \"kiln_fs\",\n" +
-	"    \"kiln_env\"\n" +
+	"    \"kiln_env\",\n" +
+	"    \"kiln_sandbox\"\n" +
 	"  ],\n" +
 	"  \"families\": [\n" +
 	"    {\n" +
@@ -55,6 +56,14 @@ const ManifestBlob = "\x00KILN-MANIFEST\x0000001660\x00{\n" +
 	"      \"keys\": [\n" +
 	"        \"tools.env\"\n" +
 	"      ]\n" +
+	"    },\n" +
+	"    {\n" +
+	"      \"id\": \"sandbox\",\n" +
+	"      \"package\": \"github.com/kilnworks/kiln/capabilities/sandbox\",\n" +
+	"      \"tag\": \"kiln_sandbox\",\n" +
+	"      \"keys\": [\n" +
+	"        \"sandbox.landlock\"\n" +
+	"      ]\n" +
 	"    }\n" +
 	"  ],\n" +
 	"  \"node_kinds\": [\n" +
@@ -69,6 +78,7 @@ const ManifestBlob = "\x00KILN-MANIFEST\x0000001660\x00{\n" +
 	"    \"data.template\",\n" +
 	"    \"flow.approval\",\n" +
 	"    \"flow.control\",\n" +
+	"    \"sandbox.landlock\",\n" +
 	"    \"tools.env\",\n" +
 	"    \"tools.fs\"\n" +
 	"  ],\n" +
