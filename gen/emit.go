@@ -222,25 +222,14 @@ func (e *emitter) graphDoc(f *jen.File) {
 
 // GraphDeadEnds is the lint's dead-end analysis of one workflow (its
 // children are drawn with their own) in the shape the graph marks nodes
-// with: node id to reason. A warning names its node only in its message,
-// as lintOne writes it: WHERE: NODE LABEL: reason.
+// with: node id to reason (several joined by "; ").
 func GraphDeadEnds(w *workflow.Workflow) map[string]string {
-	warnings := lintOne(w)
-	where := fmt.Sprintf("workflow %q", w.Name)
-	if w.Source != "" {
-		where = w.Source
-	}
 	out := map[string]string{}
-	for i := range w.Nodes {
-		prefix := where + ": " + nodeLabel(&w.Nodes[i]) + ": "
-		for _, wr := range warnings {
-			if reason, ok := strings.CutPrefix(wr.Message, prefix); ok {
-				if prev := out[w.Nodes[i].ID]; prev != "" {
-					reason = prev + "; " + reason
-				}
-				out[w.Nodes[i].ID] = reason
-			}
+	for _, wr := range lintOne(w) {
+		if prev := out[wr.node]; prev != "" {
+			wr.reason = prev + "; " + wr.reason
 		}
+		out[wr.node] = wr.reason
 	}
 	return out
 }

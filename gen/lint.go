@@ -18,6 +18,8 @@ import (
 type Warning struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+
+	node, reason string // the node warned about, and the message's own part
 }
 
 // Warning codes.
@@ -50,7 +52,8 @@ func lintOne(w *workflow.Workflow) []Warning {
 		if w.Source != "" {
 			where = w.Source
 		}
-		out = append(out, Warning{Code: code, Message: where + ": " + nodeLabel(n) + ": " + fmt.Sprintf(format, args...)})
+		reason := fmt.Sprintf(format, args...)
+		out = append(out, Warning{Code: code, Message: where + ": " + nodeLabel(n) + ": " + reason, node: n.ID, reason: reason})
 	}
 	for i := range w.Nodes {
 		n := &w.Nodes[i]
