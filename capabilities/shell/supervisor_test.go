@@ -16,6 +16,7 @@ import (
 
 	"github.com/kilnworks/kiln/capabilities/internal/beneath/beneathtest"
 	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/runtime/testtool"
 )
 
 func idempotencyKey(runID, nodeID string) string {
@@ -268,9 +269,6 @@ func TestSwappedCommandNeverRuns(t *testing.T) {
 func need(t *testing.T, path string) {
 	t.Helper()
 	if _, err := os.Stat(path); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is missing: %v", path, err)
-		}
-		t.Skipf("SKIP: %s is missing: %v", path, err)
+		testtool.Missing(t, "%s is missing: %v", path, err)
 	}
 }

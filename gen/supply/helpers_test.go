@@ -34,14 +34,7 @@ func repoRoot(t testing.TB) string {
 // skips the test saying how to get it.
 func cosignPath(t testing.TB) string {
 	t.Helper()
-	p := filepath.Join(repoRoot(t), ".cache", "bin", "cosign")
-	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("cosign CLI not installed at %s (CI must run `make tools`): %v", p, err)
-		}
-		t.Skipf("cosign CLI not installed at %s (run `make tools`): %v", p, err)
-	}
-	return p
+	return testtool.CacheBin(t, "cosign")
 }
 
 var (

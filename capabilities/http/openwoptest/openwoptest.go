@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kilnworks/kiln/runtime/testtool"
 	"github.com/santhosh-tekuri/jsonschema/v5"
 )
 
@@ -35,27 +36,9 @@ var standIns = []string{"prompt-kind.schema.json", "prompt-ref.schema.json"}
 // when the folder is absent, or fails it when CI=true.
 func Dir(t testing.TB) string {
 	t.Helper()
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := wd
-	for {
-		if _, err := os.Stat(filepath.Join(root, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(root)
-		if parent == root {
-			t.Fatalf("no go.mod above %s", wd)
-		}
-		root = parent
-	}
-	dir := filepath.Join(filepath.Dir(root), "shared", "openwop")
+	dir := filepath.Join(filepath.Dir(testtool.RepoRoot(t)), "shared", "openwop")
 	if _, err := os.Stat(filepath.Join(dir, Capabilities)); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("the OpenWOP schemas are missing (CI=true): %v", err)
-		}
-		t.Skipf("SKIPPED: the OpenWOP schemas are not at %s (%v)", dir, err)
+		testtool.Missing(t, "the OpenWOP schemas are not at %s (%v)", dir, err)
 	}
 	return dir
 }
