@@ -43,16 +43,13 @@ func applyBudget(b *workflow.Budget, stderr io.Writer, prog string, audit *slog.
 	}
 	if b.MaxMemoryMB > 0 {
 		limit := uint64(b.MaxMemoryMB) << 20
-		if err := lower(syscall.RLIMIT_DATA, limit, limit); err != nil {
-			return fmt.Errorf("[budget] max_memory_mb: %v", err)
-		}
 		// The soft limit follows the cap actually in force, which may be
 		// lower than the budget when the parent set one.
-		var cur syscall.Rlimit
-		if err := syscall.Getrlimit(syscall.RLIMIT_DATA, &cur); err == nil && cur.Cur < limit {
-			limit = cur.Cur
+		inForce, err := lower(syscall.RLIMIT_DATA, limit, limit)
+		if err != nil {
+			return fmt.Errorf("[budget] max_memory_mb: %v", err)
 		}
-		debug.SetMemoryLimit(int64(limit) / 10 * 9)
+		debug.SetMemoryLimit(int64(inForce) / 10 * 9)
 		audit.Info("budget.memory_limit", "max_memory_mb", b.MaxMemoryMB)
 	}
 	if b.MaxCPUSecs > 0 {
@@ -73,7 +70,7 @@ func applyBudget(b *workflow.Budget, stderr io.Writer, prog string, audit *slog.
 			os.Exit(ExitFailed)
 		}()
 		secs := uint64(b.MaxCPUSecs)
-		if err := lower(syscall.RLIMIT_CPU, secs, secs+1); err != nil {
+		if _, err := lower(syscall.RLIMIT_CPU, secs, secs+1); err != nil {
 			return fmt.Errorf("[budget] max_cpu_secs: %v", err)
 		}
 		audit.Info("budget.cpu_limit", "max_cpu_secs", b.MaxCPUSecs)
@@ -81,13 +78,14 @@ func applyBudget(b *workflow.Budget, stderr io.Writer, prog string, audit *slog.
 	return nil
 }
 
-// lower sets resource to (cur, max) unless the current limits are lower.
-func lower(resource int, cur, max uint64) error {
+// lower sets resource to (cur, max) unless the current limits are lower,
+// and returns the soft limit then in force.
+func lower(resource int, cur, max uint64) (uint64, error) {
 	var old syscall.Rlimit
 	if err := syscall.Getrlimit(resource, &old); err != nil {
-		return err
+		return 0, err
 	}
 	lim := syscall.Rlimit{Cur: min(cur, old.Cur), Max: min(max, old.Max)}
 	lim.Cur = min(lim.Cur, lim.Max)
-	return syscall.Setrlimit(resource, &lim)
+	return lim.Cur, syscall.Setrlimit(resource, &lim)
 }

@@ -76,7 +76,7 @@ func TestLowerNeverRaisesALimit(t *testing.T) {
 		{"no limit asked: unchanged", ^uint64(0), ^uint64(0), 128 * mib, 128 * mib},
 	}
 	for _, s := range steps {
-		if err := lower(syscall.RLIMIT_CORE, s.cur, s.max); err != nil {
+		if _, err := lower(syscall.RLIMIT_CORE, s.cur, s.max); err != nil {
 			t.Fatalf("%s: %v", s.name, err)
 		}
 		if got := rlimit(t, syscall.RLIMIT_CORE); got.Cur != s.wantCur || got.Max != s.wantMax {
