@@ -180,6 +180,8 @@ func TestFleetSurvivesADatabaseOutage(t *testing.T) {
 
 	var mu sync.Mutex
 	answers := map[string]int{} // key -> status of its one delivery
+	seen := map[int]int{}       // status -> deliveries answered so
+	count := func(code int) int { mu.Lock(); defer mu.Unlock(); return seen[code] }
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for w := range 8 {
@@ -198,12 +200,27 @@ func TestFleetSurvivesADatabaseOutage(t *testing.T) {
 				}
 				mu.Lock()
 				answers[key] = code
+				seen[code]++
 				mu.Unlock()
 				time.Sleep(10 * time.Millisecond)
 			}
 		})
 	}
-	time.Sleep(700 * time.Millisecond)
+	// waitFor polls until cond holds; the bound is far above the store's
+	// 5 s query timeout, so a loaded machine only makes it slower.
+	waitFor := func(what string, cond func() bool) time.Duration {
+		start := time.Now()
+		for !cond() {
+			if time.Since(start) > 30*time.Second {
+				close(stop)
+				wg.Wait()
+				t.Fatalf("%s: not within 30 s (answers so far by status: %v)", what, seen)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return time.Since(start)
+	}
+	waitFor("deliveries answered 200 before the outage", func() bool { return count(200) >= 50 })
 	if err := cluster.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -213,14 +230,19 @@ func TestFleetSurvivesADatabaseOutage(t *testing.T) {
 			_ = cluster.Start()
 		}
 	}()
-	time.Sleep(1500 * time.Millisecond)
+	// The outage lasts until deliveries are being refused, however long a
+	// loaded machine takes to notice, and a little longer.
+	firstRefusal := waitFor("a delivery answered 503 while the database is down", func() bool { return count(503) > 0 })
+	time.Sleep(500 * time.Millisecond)
+	okBefore := count(200)
 	if err := cluster.Start(); err != nil {
 		t.Fatal(err)
 	}
 	restarted = true
-	time.Sleep(1500 * time.Millisecond)
+	recovered := waitFor("deliveries answered 200 again after the restart", func() bool { return count(200) >= okBefore+20 })
 	close(stop)
 	wg.Wait()
+	t.Logf("first 503 %v after the stop; 20 more runs answered 200 %v after the restart", firstRefusal, recovered)
 
 	runs := map[string]int{}
 	for _, line := range readRunLog(t, runLog) {
