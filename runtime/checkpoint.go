@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -65,7 +66,7 @@ const maxCheckpointBytes = 256 << 20
 func readCheckpoint(path string) (*Checkpoint, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("no checkpoint %s", path)
+		return nil, fmt.Errorf("%w %s", ErrNoCheckpoint, path)
 	}
 	if err != nil {
 		return nil, err
@@ -182,7 +183,7 @@ func (r *Run) pause(pn *programNode, reason string) *Outcome {
 		return r.errored(&Error{Class: ClassWorkflow, Node: pn.node.ID, Kind: pn.node.Type,
 			Msg: "pause_for_approval inside a child workflow is not supported; pause the top-level run"})
 	}
-	if r.Engine.StateDir == "" {
+	if CheckpointStoreFor(r.Engine) == nil {
 		return r.errored(&Error{Class: ClassConfig, Node: pn.node.ID, Kind: pn.node.Type,
 			Msg: "pause_for_approval needs a state directory (--state-dir)"})
 	}
@@ -199,12 +200,9 @@ func (r *Run) pause(pn *programNode, reason string) *Outcome {
 }
 
 func (r *Run) writeCheckpoint(next, state, reason string) error {
-	if r.Engine.StateDir == "" {
+	store := CheckpointStoreFor(r.Engine)
+	if store == nil {
 		return Errorf(ClassConfig, "checkpointing needs a state directory (--state-dir)")
-	}
-	path, err := CheckpointPath(r.Engine.StateDir, r.ExecutionID)
-	if err != nil {
-		return Errorf(ClassConfig, "%v", err)
 	}
 	loops := map[string]int{}
 	for k, v := range r.loops {
@@ -215,33 +213,18 @@ func (r *Run) writeCheckpoint(next, state, reason string) error {
 		StartNode: r.StartNode, State: state, Reason: reason, PausedAt: r.last, NextNode: next,
 		Trigger: r.trigger, Outputs: r.Outputs(), Loops: loops,
 	}
-	if err := saveCheckpoint(path, cp); err != nil {
+	if err := store.Save(context.Background(), cp); err != nil {
 		return Errorf(ClassConfig, "%v", err)
 	}
 	return nil
 }
 
-// saveCheckpoint writes cp to path with its data redacted: a checkpoint
-// is a sink, and no registered secret value is ever written to disk. cp
-// itself (the run's own values) is not changed.
+// saveCheckpoint writes cp to path, encoded (and redacted) by
+// EncodeCheckpoint.
 func saveCheckpoint(path string, cp *Checkpoint) error {
-	red := *cp
-	red.Reason = Redact(cp.Reason)
-	red.Trigger, _ = RedactTree(cp.Trigger).(map[string]any)
-	red.Outputs, _ = RedactTree(cp.Outputs).(map[string]any)
-	// Never null: a reader refuses a checkpoint with a field missing.
-	if red.Trigger == nil {
-		red.Trigger = map[string]any{}
-	}
-	if red.Outputs == nil {
-		red.Outputs = map[string]any{}
-	}
-	if red.Loops == nil {
-		red.Loops = map[string]int{}
-	}
-	data, err := EncodeJSONIndent(&red)
+	data, err := EncodeCheckpoint(cp)
 	if err != nil {
-		return fmt.Errorf("encode checkpoint: %v", err)
+		return err
 	}
 	if err := WriteFileAtomic(path, data, 0o600); err != nil {
 		return fmt.Errorf("write checkpoint: %v", err)

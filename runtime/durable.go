@@ -32,7 +32,10 @@ import (
 // checkpoints executes, it holds an flock on runs/<run-id>.lock, released
 // by the kernel when the process dies: that is how --resume-incomplete
 // tells a crashed run from a live one, and why two processes can never
-// resume the same run at once.
+// resume the same run at once. That is the file store (FileCheckpoints,
+// checkpoint_store.go); a shared store (pgstate) keeps the same states in
+// the database and an owner lease, renewed while its process lives, in
+// place of the flock.
 
 // Checkpoint states.
 const (
@@ -182,7 +185,7 @@ func lockRun(stateDir, runID string) (unlock func(), err error) {
 		return nil, err
 	}
 	if !held {
-		return nil, fmt.Errorf("run %s is executing in another process", runID)
+		return nil, fmt.Errorf("run %s is %w", runID, ErrRunHeld)
 	}
 	return func() { f.Close() }, nil // closing the descriptor releases the lock
 }
@@ -205,29 +208,37 @@ func runActive(stateDir, runID string) bool {
 	return false
 }
 
-// durable wraps execute for the top-level run: the run lock, the first
-// checkpoint of a CheckpointEachNode run, resume checks, and settling the
-// checkpoint when the run ends. A resumed checkpoint must be the one on
-// disk under the engine's StateDir: it is re-read there under the lock.
+// durable wraps execute for the top-level run: the run's claim (its
+// owner lease), the first checkpoint of a CheckpointEachNode run, resume
+// checks, and settling the checkpoint when the run ends. A resumed
+// checkpoint must be the one in the engine's checkpoint store: it is
+// re-read there once the run is claimed.
 func (r *Run) durable(ctx context.Context, opts RunOptions) *Outcome {
 	cp := opts.Resume
 	if cp == nil && !opts.CheckpointEachNode {
 		return r.execute(ctx, opts)
 	}
-	dir := r.Engine.StateDir
-	if dir == "" {
+	store := CheckpointStoreFor(r.Engine)
+	if store == nil {
 		return r.errored(Errorf(ClassConfig, "checkpointing and resuming need a state directory (--state-dir)"))
 	}
-	unlock, err := lockRun(dir, r.ExecutionID)
+	release, err := store.Claim(ctx, r.ExecutionID)
 	if err != nil {
-		return r.errored(Errorf(ClassConfig, "%v", err))
+		return r.errored(&Error{Class: ClassConfig, Msg: err.Error(), Err: err})
 	}
-	defer unlock()
+	defer release()
 	if cp != nil {
-		// Re-read under the lock: another process may have finished or
-		// resumed the run since the caller loaded it.
-		if cp, err = LoadCheckpoint(dir, cp.RunID); err != nil {
-			return r.errored(Errorf(ClassConfig, "resume %s: %v", r.ExecutionID, err))
+		// Re-read once claimed: another process may have finished or
+		// resumed the run since the caller loaded it. One that moved on
+		// (paused again, or at another node) is not resumed on the
+		// strength of the old read: --resume-incomplete resumes only
+		// what is still incomplete.
+		was := cp
+		if cp, err = store.Load(ctx, was.RunID); err != nil {
+			return r.errored(&Error{Class: ClassConfig, Msg: fmt.Sprintf("resume %s: %v", r.ExecutionID, err), Err: err})
+		}
+		if cp.State != was.State || cp.NextNode != was.NextNode || cp.PausedAt != was.PausedAt {
+			return r.errored(&Error{Class: ClassConfig, Msg: fmt.Sprintf("resume %s: the run %v", r.ExecutionID, ErrRunMoved), Err: ErrRunMoved})
 		}
 		if err := r.Program.CheckResume(cp); err != nil {
 			return r.errored(err)
@@ -240,7 +251,7 @@ func (r *Run) durable(ctx context.Context, opts RunOptions) *Outcome {
 			// A pause at a dead end: resuming completes with its output.
 			r.last = cp.PausedAt
 			out := r.completed(cp.Outputs[cp.PausedAt])
-			r.settle(out)
+			r.settle(store, out)
 			return out
 		}
 	} else if entry, err := r.Program.Entry(r.StartNode); err == nil {
@@ -250,32 +261,25 @@ func (r *Run) durable(ctx context.Context, opts RunOptions) *Outcome {
 		}
 	}
 	out := r.execute(ctx, opts)
-	r.settle(out)
+	r.settle(store, out)
 	return out
 }
 
 // settle removes the checkpoint of a run that completed or failed, and
-// marks the one of a run that errored or timed out.
-func (r *Run) settle(out *Outcome) {
-	dir := r.Engine.StateDir
-	path, err := CheckpointPath(dir, r.ExecutionID)
-	if err != nil {
-		return
-	}
+// marks the one of a run that errored or timed out. It runs even when
+// the run's context was cancelled: the store's own bounds apply.
+func (r *Run) settle(store CheckpointStore, out *Outcome) {
+	ctx := context.Background()
 	switch out.Status {
 	case StatusPaused:
 		return
 	case StatusCompleted, StatusFailed:
-		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := store.Delete(ctx, r.ExecutionID); err != nil {
 			r.auditf(slog.LevelWarn, "checkpoint.remove_failed", "error", err.Error())
-			return
-		}
-		if lp, err := lockPath(dir, r.ExecutionID); err == nil {
-			_ = os.Remove(lp)
 		}
 		return
 	}
-	cp, err := readCheckpoint(path)
+	cp, err := store.Load(ctx, r.ExecutionID)
 	if err != nil {
 		r.auditf(slog.LevelWarn, "checkpoint.write_failed", "error", err.Error())
 		return
@@ -285,7 +289,7 @@ func (r *Run) settle(out *Outcome) {
 	if out.Status == StatusTimedOut {
 		cp.Reason = "timed out"
 	}
-	if err := saveCheckpoint(path, cp); err != nil {
+	if err := store.Save(ctx, cp); err != nil {
 		r.auditf(slog.LevelWarn, "checkpoint.write_failed", "error", err.Error())
 	}
 }

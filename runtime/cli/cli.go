@@ -225,7 +225,7 @@ func Main(args []string, o Options) int {
 	if err := s.preflight.check(); err != nil {
 		return fail(ExitUsage, "%v", err)
 	}
-	if err := s.durable.check(&s); err != nil {
+	if err := s.durable.check(&s, o.Workflow); err != nil {
 		return fail(ExitUsage, "%v", err)
 	}
 	if err := s.rec.check(); err != nil {
@@ -293,8 +293,8 @@ func Main(args []string, o Options) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	defer closeExts()
-	if s.durable.list {
-		return listCheckpoints(host, s.stateDir, o, fail)
+	if s.durable.list && !sharedState(o.Workflow) { // a shared store is listed after Setup (runDurable)
+		return listCheckpoints(ctx, host, o, fail)
 	}
 	for _, ext := range exts {
 		if ext.Setup == nil {

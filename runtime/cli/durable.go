@@ -2,11 +2,13 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"time"
 
 	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
 // durableFlags are the durable-run flags (docs/durable-runs.md). All of
@@ -25,8 +27,15 @@ func defineDurableFlags(fs *flag.FlagSet, d *durableFlags) {
 	fs.BoolVar(&d.resumeIncomplete, "resume-incomplete", false, "resume every incomplete checkpoint under --state-dir whose run is no longer executing (after a crash), then exit")
 }
 
+// sharedState reports whether wf keeps its state in a shared backend
+// ([state] backend other than file): checkpoints live there, not under
+// --state-dir.
+func sharedState(wf *workflow.Workflow) bool {
+	return wf != nil && wf.State != nil && wf.State.Backend != "" && wf.State.Backend != "file"
+}
+
 // check refuses inconsistent combinations before anything starts.
-func (d *durableFlags) check(s *settings) error {
+func (d *durableFlags) check(s *settings, wf *workflow.Workflow) error {
 	actions := 0
 	for _, on := range []bool{d.resume != "", d.list, d.resumeIncomplete} {
 		if on {
@@ -36,7 +45,7 @@ func (d *durableFlags) check(s *settings) error {
 	if actions > 1 {
 		return fmt.Errorf("--resume, --list-checkpoints and --resume-incomplete exclude each other")
 	}
-	if (actions > 0 || d.eachNode) && s.stateDir == "" {
+	if (actions > 0 || d.eachNode) && s.stateDir == "" && !sharedState(wf) {
 		return fmt.Errorf("durable runs need --state-dir (or KILN_STATE_DIR)")
 	}
 	if d.resumeIncomplete && s.record != "" {
@@ -52,8 +61,12 @@ func (d *durableFlags) check(s *settings) error {
 // trigger, which may be large) as a JSON array. A file that is not a valid
 // checkpoint is not listed: it is reported on stderr, naming the file, and
 // the exit code is ExitUsage.
-func listCheckpoints(h *runtime.Host, stateDir string, o Options, fail func(int, string, ...any) int) int {
-	infos, bad, err := runtime.ListCheckpoints(stateDir)
+func listCheckpoints(ctx context.Context, h *runtime.Host, o Options, fail func(int, string, ...any) int) int {
+	store := runtime.CheckpointStoreFor(h.Engine)
+	if store == nil {
+		return fail(ExitUsage, "--list-checkpoints: durable runs need --state-dir (or KILN_STATE_DIR)")
+	}
+	infos, bad, err := store.List(ctx)
 	if err != nil {
 		return fail(ExitUsage, "--list-checkpoints: %v", err)
 	}
@@ -87,14 +100,21 @@ func listCheckpoints(h *runtime.Host, stateDir string, o Options, fail func(int,
 	return ExitOK
 }
 
-// runDurable handles --resume and --resume-incomplete; ok is false when
-// neither was given.
+// runDurable handles --resume, --resume-incomplete and (with a shared
+// state backend, whose store Setup installs) --list-checkpoints; ok is
+// false when none was given.
 func runDurable(ctx context.Context, h *runtime.Host, s *settings, o Options, fail func(int, string, ...any) int) (code int, ok bool) {
 	d := &s.durable
 	timeout := time.Duration(s.timeoutSecs) * time.Second
 	switch {
+	case d.list:
+		return listCheckpoints(ctx, h, o, fail), true
 	case d.resume != "":
-		cp, err := runtime.LoadCheckpoint(s.stateDir, d.resume)
+		store := runtime.CheckpointStoreFor(h.Engine)
+		if store == nil {
+			return fail(ExitUsage, "--resume: durable runs need --state-dir (or KILN_STATE_DIR)"), true
+		}
+		cp, err := store.Load(ctx, d.resume)
 		if err != nil {
 			return fail(ExitUsage, "--resume: %v", err), true
 		}
@@ -114,7 +134,11 @@ func runDurable(ctx context.Context, h *runtime.Host, s *settings, o Options, fa
 // code: 5 when any resume failed or was refused, else 7 when any paused,
 // else 0 (also when there was nothing to resume).
 func resumeIncomplete(ctx context.Context, h *runtime.Host, s *settings, o Options, fail func(int, string, ...any) int) int {
-	infos, bad, err := runtime.ListCheckpoints(s.stateDir)
+	store := runtime.CheckpointStoreFor(h.Engine)
+	if store == nil {
+		return fail(ExitUsage, "--resume-incomplete: durable runs need --state-dir (or KILN_STATE_DIR)")
+	}
+	infos, bad, err := store.List(ctx)
 	if err != nil {
 		return fail(ExitUsage, "--resume-incomplete: %v", err)
 	}
@@ -144,6 +168,13 @@ func resumeIncomplete(ctx context.Context, h *runtime.Host, s *settings, o Optio
 		}
 		rep := h.Fire(ctx, runtime.RunOptions{Resume: in.Checkpoint, CheckpointEachNode: true,
 			Timeout: time.Duration(s.timeoutSecs) * time.Second})
+		if err := rep.Outcome.Err; err != nil && (errors.Is(err, runtime.ErrRunHeld) ||
+			errors.Is(err, runtime.ErrNoCheckpoint) || errors.Is(err, runtime.ErrRunMoved)) {
+			// Another process (a replica sharing the state) took the run
+			// between the list and the claim: it is theirs, not a failure.
+			results = append(results, map[string]any{"run_id": in.RunID, "skipped": runtime.Redact(err.Error())})
+			continue
+		}
 		results = append(results, map[string]any{"run_id": in.RunID, "outcome": rep.Outcome})
 		worsen(ExitCode(rep.Outcome.Status))
 		if rep.Outcome.Status == runtime.StatusErrored {
