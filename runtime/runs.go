@@ -5,6 +5,29 @@ import (
 	"time"
 )
 
+// DefaultRunRetention is how long a run record is kept when its route
+// sets no run_retention_secs.
+const DefaultRunRetention = 24 * time.Hour
+
+// RunIDLen is the length of an async run's id: 32 lower-case hex digits
+// (128 random bits, drawn by the http family from crypto/rand).
+const RunIDLen = 32
+
+// ValidRunID reports whether id has the shape of an async run's id. Every
+// id a caller sends is checked with it before it reaches a store (the
+// file store makes it a file name).
+func ValidRunID(id string) bool {
+	if len(id) != RunIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 // RunStore keeps the status of runs accepted by async routes
 // (reply = "async"), so GET /v1/runs/{id} can answer on any process that
 // shares the store. The default keeps records under --state-dir (one
@@ -43,6 +66,23 @@ type runStoreKey struct{}
 // SetRunStore installs the process's shared run store (a state backend's
 // Setup does this); it replaces the file default.
 func SetRunStore(s *Services, r RunStore) { s.Values.Store(runStoreKey{}, r) }
+
+// RunStoreFor is the run store of e: the one a backend installed, else
+// the file store under e.StateDir, else nil (no state directory: a server
+// refuses an async route then, as it refuses a keyed one).
+func RunStoreFor(e *Engine) RunStore {
+	if r := installedRunStore(e); r != nil {
+		return r
+	}
+	if e.StateDir == "" {
+		return nil
+	}
+	now := e.Now
+	if now == nil {
+		now = time.Now
+	}
+	return NewFileRuns(e.StateDir, now)
+}
 
 // installedRunStore returns the run store a backend installed, or nil.
 func installedRunStore(e *Engine) RunStore {
