@@ -87,6 +87,10 @@ type HTTPRoute struct {
 	// Headers are the request headers the run sees in trigger.headers;
 	// no other header reaches it.
 	Headers []string `toml:"headers"`
+	// Reply is "sync" (default: the reply waits for the run) or "async"
+	// (202 at once, status at GET /v1/runs/{id}, kept RunRetentionSecs).
+	Reply            string `toml:"reply"`
+	RunRetentionSecs *int   `toml:"run_retention_secs"`
 }
 
 // RateLimit is a per-route token bucket.
