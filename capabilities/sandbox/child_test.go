@@ -72,7 +72,14 @@ type childSpec struct {
 	// Confine adds [sandbox] to it.
 	Example string
 	Confine bool
+	// Unconfined (mode nodes): skip confine.Apply, the control run that
+	// shows what happens without Landlock.
+	Unconfined bool
 }
+
+// childModes are the child modes that other test files add (mode nodes,
+// in test builds with the kiln_testhooks tag).
+var childModes = map[string]func(childSpec) int{}
 
 // op is one access a probe child tries after confinement, with kiln's
 // own checks out of the way: plain system calls.
@@ -125,6 +132,9 @@ func child(mode string) int {
 		return cli.Main(spec.Args, o)
 	case "probe":
 		return probe(spec)
+	}
+	if run := childModes[mode]; run != nil {
+		return run(spec)
 	}
 	fmt.Fprintln(os.Stderr, "unknown child mode", mode)
 	return 99

@@ -53,6 +53,9 @@ func Open(dirfd int, name string, flags int) (int, error) {
 		name = "."
 	}
 	flags |= unix.O_CLOEXEC
+	if checksOff { // test builds only: testhooks.go
+		return syscall.Openat(dirfd, name, flags, 0)
+	}
 	if !walkOnly.Load() {
 		how := &unix.OpenHow{Flags: uint64(flags), Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS}
 		for try := 0; ; try++ {
