@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -131,6 +132,17 @@ type Extension struct {
 	Listeners func(h *Host) ([]Listener, error)
 	// Close releases what Setup acquired (child processes, connections).
 	Close func() error
+	// Commands are the family's own subcommands (`BIN state migrate`).
+	Commands []Command
+}
+
+// Command is a family's subcommand. It runs in place of the family's
+// Setup, after every other family's Setup (secrets resolved), and exits
+// the process: 0 when Run returns nil, else 2 with its error.
+type Command struct {
+	Name    string // its words, e.g. "state migrate"
+	Summary string // one line for -h
+	Run     func(ctx context.Context, h *Host, stdout io.Writer) error
 }
 
 var (

@@ -93,6 +93,7 @@ type settings struct {
 	durable     durableFlags   // --resume, --checkpoint-each-node, ... (durable.go)
 	preflight   preflightFlags // --approvals, --preflight, `needs` (preflight.go)
 	rec         recordFlags    // --record-dir and its bounds (record.go)
+	command     *familyCommand // a family's subcommand, e.g. `state migrate` (commands.go)
 }
 
 func defineFlags(fs *flag.FlagSet, s *settings) {
@@ -193,7 +194,9 @@ func Main(args []string, o Options) int {
 			s.mode = rest[0]
 		}
 	default:
-		return fail(ExitUsage, "unexpected argument %q (see -h)", rest[0])
+		if s.command = findCommand(exts, rest); s.command == nil {
+			return fail(ExitUsage, "unexpected argument %q (see -h)", rest[0])
+		}
 	}
 	if err := applyEnv(fs, o.Env); err != nil {
 		return fail(ExitUsage, "%v", err)
@@ -297,7 +300,7 @@ func Main(args []string, o Options) int {
 		return listCheckpoints(ctx, host, o, fail)
 	}
 	for _, ext := range exts {
-		if ext.Setup == nil {
+		if ext.Setup == nil || s.command.replaces(ext) {
 			continue
 		}
 		if err := ext.Setup(ctx, host); err != nil {
@@ -309,6 +312,9 @@ func Main(args []string, o Options) int {
 	// environment fallback) when they are first resolved.
 	runtime.WarnShortSecrets(func(name string) { warnShortSecret(o, audit, name) })
 	defer runtime.WarnShortSecrets(nil)
+	if s.command != nil {
+		return s.command.run(ctx, host, o, fail)
+	}
 	// Everything read outside the policy is read (configuration, TLS and
 	// secret files, approvals): hand the rest to the kernel before the
 	// first node runs.
@@ -343,6 +349,7 @@ func writeCommands(w io.Writer) {
 	for _, c := range subcommands {
 		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
 	}
+	writeFamilyCommands(w) // commands.go
 }
 
 // parseArgs parses flags before and after a subcommand, as Go tools do
