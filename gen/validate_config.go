@@ -58,6 +58,8 @@ func (c *checker) checkRoutes() {
 			c.add("invalid_route", "%s: path %q must start with / and hold no spaces, query or fragment", where, r.Path)
 		case httpspec.IsReservedPath(r.Path):
 			c.add("invalid_route", "%s: path %q is served by the runtime itself", where, r.Path)
+		default:
+			c.addAll(where, httpspec.CheckRoutePath(r.Method, r.Path))
 		}
 		key := r.Method + " " + r.Path
 		if r.Method != "" && r.Path != "" && seen[key] {
@@ -90,6 +92,12 @@ func (c *checker) checkRoutes() {
 		for _, msg := range httpspec.CheckRouteHeaders(r.Headers) {
 			c.add("invalid_route_headers", "%s: %s", where, msg)
 		}
+		c.addAll(where, httpspec.CheckRouteReply(r))
+	}
+	for _, cf := range httpspec.RouteConflicts(c.wf.HTTPRoutes) {
+		a, b := c.wf.HTTPRoutes[cf.First], c.wf.HTTPRoutes[cf.Second]
+		c.add("conflicting_routes", "http_routes[%d] (%s %s) and http_routes[%d] (%s %s) cannot be told apart: %s",
+			cf.First, a.Method, a.Path, cf.Second, b.Method, b.Path, cf.Detail)
 	}
 }
 

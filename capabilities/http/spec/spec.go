@@ -175,6 +175,7 @@ const (
 	KilnDiscoveryPath = "/.well-known/kiln"
 	OpenWOPPath       = "/.well-known/openwop"
 	AgentsPath        = "/v1/agents" // and every agent under AgentsPath + "/"
+	RunsPath          = "/v1/runs"   // async runs' status, under RunsPath + "/"
 )
 
 // IsReservedPath reports whether the runtime answers path itself, so no
@@ -182,8 +183,8 @@ const (
 // and the server use.
 func IsReservedPath(path string) bool {
 	switch path {
-	case HealthPath, ReadyPath, MetricsPath, KilnDiscoveryPath, OpenWOPPath, AgentsPath:
+	case HealthPath, ReadyPath, MetricsPath, KilnDiscoveryPath, OpenWOPPath, AgentsPath, RunsPath:
 		return true
 	}
-	return strings.HasPrefix(path, AgentsPath+"/")
+	return strings.HasPrefix(path, AgentsPath+"/") || strings.HasPrefix(path, RunsPath+"/")
 }
