@@ -114,3 +114,72 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) (version int, err error) {
 	}
 	return current, nil
 }
+
+// errNotMigrated names the command that fixes it.
+func errNotMigrated(current, want int) error {
+	return fmt.Errorf("pgstate: the database schema is at version %d, this binary needs %d, and [state] migration is manual (--state-migrate=manual): run `state migrate` with a role that may create tables, then start again", current, want)
+}
+
+// checkSchema is Open's check under manual migration: the schema must be
+// exactly this binary's newest version. It reads only, so a role with DML
+// privileges alone can run it.
+func checkSchema(ctx context.Context, pool *pgxpool.Pool) error {
+	all, err := migrations()
+	if err != nil {
+		return err
+	}
+	current, err := SchemaVersion(ctx, pool)
+	if err != nil {
+		return err
+	}
+	switch {
+	case current > len(all):
+		return fmt.Errorf("pgstate: the database schema is at version %d, newer than this binary's %d: upgrade the binary", current, len(all))
+	case current < len(all):
+		return errNotMigrated(current, len(all))
+	}
+	return nil
+}
+
+// SchemaVersion is the newest migration applied to the database (0: none).
+func SchemaVersion(ctx context.Context, pool *pgxpool.Pool) (int, error) {
+	var exists bool
+	if err := pool.QueryRow(ctx, `SELECT to_regclass('kiln_schema_migrations') IS NOT NULL`).Scan(&exists); err != nil {
+		return 0, fmt.Errorf("pgstate: schema version: %w", err)
+	}
+	if !exists {
+		return 0, nil
+	}
+	var current int
+	if err := pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM kiln_schema_migrations`).Scan(&current); err != nil {
+		return 0, fmt.Errorf("pgstate: schema version: %w", err)
+	}
+	return current, nil
+}
+
+// MigrateOnce connects with cfg, brings the schema to this binary's
+// version and disconnects (`BIN state migrate`): from is the version it
+// found, to the one it left.
+func MigrateOnce(ctx context.Context, cfg Config) (from, to int, err error) {
+	pc, err := poolConfig(cfg)
+	if err != nil {
+		return 0, 0, err
+	}
+	pc.MaxConns, pc.MinConns = 1, 0
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return 0, 0, fmt.Errorf("pgstate: %w", err)
+	}
+	defer pool.Close()
+	timeout := cfg.QueryTimeout
+	if timeout <= 0 {
+		timeout = defaultQueryTimeout
+	}
+	mctx, cancel := context.WithTimeout(ctx, 4*timeout) // another migrator's turn included
+	defer cancel()
+	if from, err = SchemaVersion(mctx, pool); err != nil {
+		return 0, 0, err
+	}
+	to, err = Migrate(mctx, pool)
+	return from, to, err
+}

@@ -3,7 +3,9 @@ package pgstate
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -18,11 +20,47 @@ import (
 // readyKey is this family's reason in /readyz while the database is away.
 const readyKey = "state"
 
+// The values of --state-migrate.
+const (
+	migrateStartup = "startup" // Open applies the embedded migrations
+	migrateManual  = "manual"  // `BIN state migrate` does; Open only checks
+)
+
 func init() {
 	var store *Store
 	var stopPing context.CancelFunc
+	migrate := migrateStartup
 	runtime.RegisterExtension(runtime.Extension{
 		Name: "pgstate",
+		Flags: func(fs *flag.FlagSet) {
+			fs.Func("state-migrate", "`when` the state database's schema is migrated: startup (default; needs a role that may create tables) or manual (run `state migrate` first; serving needs DML only)", func(v string) error {
+				if v != migrateStartup && v != migrateManual {
+					return fmt.Errorf("want startup or manual")
+				}
+				migrate = v
+				return nil
+			})
+		},
+		Commands: []runtime.Command{{
+			Name:    "state migrate",
+			Summary: "apply the state database's embedded migrations, print the schema version and exit",
+			Run: func(ctx context.Context, h *runtime.Host, stdout io.Writer) error {
+				wf := h.Program.Workflow
+				if !pgspec.Shared(wf) {
+					return errors.New("this workflow keeps its state in files ([state] backend is not \"postgres\"): nothing to migrate")
+				}
+				cfg, err := ConfigFor(wf.State, h.Engine.Services)
+				if err != nil {
+					return err
+				}
+				from, to, err := MigrateOnce(ctx, cfg)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(stdout, "state database schema at version %d (was %d)\n", to, from)
+				return nil
+			},
+		}},
 		Setup: func(ctx context.Context, h *runtime.Host) error {
 			wf := h.Program.Workflow
 			if !pgspec.Shared(wf) {
@@ -35,6 +73,8 @@ func init() {
 			if err != nil {
 				return err
 			}
+			cfg.Workflow = wf.Name
+			cfg.ManualMigrate = migrate == migrateManual
 			store, err = Open(ctx, cfg)
 			if err != nil {
 				return err
@@ -44,6 +84,8 @@ func init() {
 			}
 			runtime.SetClaimStore(h.Engine.Services, store)
 			runtime.SetTickClaims(h.Engine.Services, store)
+			runtime.SetCheckpointStore(h.Engine.Services, store)
+			runtime.SetRunStore(h.Engine.Services, store)
 			var pctx context.Context
 			pctx, stopPing = context.WithCancel(context.Background())
 			go watchReady(pctx, h, store)

@@ -44,8 +44,8 @@ name = "STATE_DSN"
 source = "file"
 path = "/run/secrets/state-dsn"
 `)
-	if !slices.Contains(shared.Tags, "kiln_pgstate") {
-		t.Fatalf("tags %v", shared.Tags)
+	if !slices.Contains(shared.Families, "pgstate") {
+		t.Fatalf("families %v", shared.Families)
 	}
 	needs := string(shared.NeedsJSON)
 	for _, want := range []string{`"id":"network:db.internal"`, `"id":"secret:STATE_DSN","kind":"secret","label":"[state] connection string"`} {
@@ -54,7 +54,7 @@ path = "/run/secrets/state-dsn"
 		}
 	}
 	local := plan(base)
-	if slices.Contains(local.Tags, "kiln_pgstate") || strings.Contains(string(local.NeedsJSON), "pgstate") {
-		t.Fatalf("without [state]: tags %v needs %s", local.Tags, local.NeedsJSON)
+	if slices.Contains(local.Families, "pgstate") || strings.Contains(string(local.NeedsJSON), "pgstate") {
+		t.Fatalf("without [state]: families %v needs %s", local.Families, local.NeedsJSON)
 	}
 }

@@ -39,17 +39,29 @@ type Config struct {
 	MaxConns, MinConns int32
 	// QueryTimeout bounds every statement (0: 5s).
 	QueryTimeout time.Duration
-	// Lease is how long a claim outlives its holder's last renewal
-	// (0: 30s). The holder renews every Lease/3.
+	// Lease is how long a claim or a run's ownership outlives its
+	// holder's last renewal (0: 30s). The holder renews every Lease/3.
 	Lease time.Duration
+	// Workflow names the workflow whose checkpoints List returns ("":
+	// every workflow's).
+	Workflow string
+	// ManualMigrate leaves the schema alone at Open: it must already be
+	// at this binary's version (`BIN state migrate` applies it), so a
+	// serving role with DML only can run.
+	ManualMigrate bool
 }
 
-// Store is a runtime.ClaimStore on PostgreSQL.
+// Store is the PostgreSQL state of a fleet: a runtime.ClaimStore,
+// TickClaims, CheckpointStore (checkpoints.go) and RunStore (runs.go).
 type Store struct {
-	pool    *pgxpool.Pool
-	owner   string // this replica's id: random per process
-	timeout time.Duration
-	lease   time.Duration
+	pool     *pgxpool.Pool
+	owner    string // this replica's id: random per process
+	timeout  time.Duration
+	lease    time.Duration
+	workflow string
+
+	mu   sync.Mutex
+	runs map[string]bool // the runs this replica claimed (CheckpointStore)
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -62,8 +74,43 @@ var (
 )
 
 // Open connects, applies the embedded migrations under an advisory lock
-// and starts renewing this replica's leases.
+// (or, with ManualMigrate, checks they were applied) and starts renewing
+// this replica's leases.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
+	pc, err := poolConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{owner: newOwnerID(), timeout: cfg.QueryTimeout, lease: cfg.Lease, workflow: cfg.Workflow,
+		runs: map[string]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
+	if s.timeout <= 0 {
+		s.timeout = defaultQueryTimeout
+	}
+	if s.lease <= 0 {
+		s.lease = defaultLease
+	}
+	s.pool, err = pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("pgstate: %w", err)
+	}
+	mctx, cancel := context.WithTimeout(ctx, 4*s.timeout) // waiting for another replica's migration included
+	if cfg.ManualMigrate {
+		err = checkSchema(mctx, s.pool)
+	} else {
+		_, err = Migrate(mctx, s.pool)
+	}
+	cancel()
+	if err != nil {
+		s.pool.Close()
+		return nil, err
+	}
+	go s.renew()
+	return s, nil
+}
+
+// poolConfig is cfg's pool: its limits, and every connection attempt and
+// statement bounded by the query timeout.
+func poolConfig(cfg Config) (*pgxpool.Config, error) {
 	pc, err := pgxpool.ParseConfig(cfg.DSN)
 	if err != nil {
 		// pgx's message can quote the DSN, password included: never pass it on.
@@ -76,33 +123,17 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.MinConns > 0 {
 		pc.MinConns = min(cfg.MinConns, pc.MaxConns)
 	}
-	s := &Store{owner: newOwnerID(), timeout: cfg.QueryTimeout, lease: cfg.Lease,
-		stop: make(chan struct{}), done: make(chan struct{})}
-	if s.timeout <= 0 {
-		s.timeout = defaultQueryTimeout
+	timeout := cfg.QueryTimeout
+	if timeout <= 0 {
+		timeout = defaultQueryTimeout
 	}
-	if s.lease <= 0 {
-		s.lease = defaultLease
-	}
-	if pc.ConnConfig.ConnectTimeout == 0 || pc.ConnConfig.ConnectTimeout > s.timeout {
-		pc.ConnConfig.ConnectTimeout = s.timeout
+	if pc.ConnConfig.ConnectTimeout == 0 || pc.ConnConfig.ConnectTimeout > timeout {
+		pc.ConnConfig.ConnectTimeout = timeout
 	}
 	// The server bounds each statement too, should a client-side
 	// cancellation never reach it.
-	pc.ConnConfig.RuntimeParams["statement_timeout"] = fmt.Sprint(s.timeout.Milliseconds())
-	s.pool, err = pgxpool.NewWithConfig(ctx, pc)
-	if err != nil {
-		return nil, fmt.Errorf("pgstate: %w", err)
-	}
-	mctx, cancel := context.WithTimeout(ctx, 4*s.timeout) // waiting for another replica's migration included
-	_, err = Migrate(mctx, s.pool)
-	cancel()
-	if err != nil {
-		s.pool.Close()
-		return nil, err
-	}
-	go s.renew()
-	return s, nil
+	pc.ConnConfig.RuntimeParams["statement_timeout"] = fmt.Sprint(timeout.Milliseconds())
+	return pc, nil
 }
 
 // Close stops renewing (claims still held lapse after the lease) and
@@ -283,7 +314,8 @@ func (s *Store) ClaimTick(ctx context.Context, trigger string, slot time.Time) (
 	return tag.RowsAffected() == 1, nil
 }
 
-// renew extends the leases of this replica's claims every Lease/3, and
+// renew extends the leases of this replica's claims and runs every
+// Lease/3, and
 // sweeps expired replies now and then. A renewal that fails (database
 // away) is retried at the next tick; should the lease run out meanwhile,
 // Finish reports the claim lost rather than overwrite another's.
@@ -300,9 +332,12 @@ func (s *Store) renew() {
 		ctx, cancel := s.bound(context.Background())
 		_, _ = s.pool.Exec(ctx, `UPDATE kiln_claims SET lease_until = now() + $2::interval
 			WHERE state = 'in_flight' AND owner = $1`, s.owner, s.leaseInterval())
+		_, _ = s.pool.Exec(ctx, `UPDATE kiln_checkpoints SET lease_until = now() + $2::interval
+			WHERE owner = $1`, s.owner, s.leaseInterval())
 		cancel()
 		if n%100 == 0 {
 			s.Sweep(context.Background())
+			s.SweepRuns(context.Background())
 		}
 	}
 }

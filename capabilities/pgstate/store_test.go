@@ -2,6 +2,7 @@ package pgstate
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -236,8 +237,27 @@ func TestServingRoleNeedsOnlyDML(t *testing.T) {
 	sqlExec(t, dsn, `GRANT SELECT, INSERT, UPDATE, DELETE ON kiln_claims TO `+role)
 	sqlExec(t, dsn, `GRANT SELECT ON kiln_schema_migrations TO `+role)
 	sqlExec(t, dsn, `GRANT SELECT, INSERT, DELETE ON kiln_ticks TO `+role)
+	sqlExec(t, dsn, `GRANT SELECT, INSERT, UPDATE, DELETE ON kiln_checkpoints, kiln_runs TO `+role)
 	s := open(t, serving, time.Minute)
 	ctx := context.Background()
+	release, err := s.Claim(ctx, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Save(ctx, checkpoint("r1", runtime.CheckpointIncomplete, "b")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.List(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	if err := s.PutRun(ctx, runtime.RunRecord{ID: strings.Repeat("0", 32)}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	s.SweepRuns(ctx)
 	if c, err := s.Begin(ctx, "POST /hook", "k"); err != nil || c.Outcome != runtime.ClaimRun {
 		t.Fatalf("%+v %v", c, err)
 	}
@@ -248,4 +268,59 @@ func TestServingRoleNeedsOnlyDML(t *testing.T) {
 		t.Fatalf("tick claim: %v %v", ok, err)
 	}
 	s.Sweep(ctx)
+}
+
+// TestManualMigration: with ManualMigrate (--state-migrate=manual) a
+// serving role with DML only starts against a migrated database, and is
+// refused against an unmigrated or half-migrated one with an error that
+// names `state migrate`; MigrateOnce (`BIN state migrate`) brings the
+// schema to this binary's version once and reports it.
+func TestManualMigration(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	role := "dml_" + strings.ToLower(strings.TrimPrefix(query[string](t, dsn, `SELECT current_database()`), "t_"))
+	sqlExec(t, dsn, `REVOKE CREATE ON SCHEMA public FROM PUBLIC`)
+	sqlExec(t, dsn, `CREATE ROLE `+role+` LOGIN`)
+	t.Cleanup(func() {
+		sqlExec(t, dsn, `DROP OWNED BY `+role)
+		sqlExec(t, pgtest.DSN(t), `DROP ROLE `+role)
+	})
+	serving := strings.Replace(dsn, "user=kiln", "user="+role, 1)
+	ctx := context.Background()
+	all, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	newest := len(all)
+
+	_, err = Open(ctx, Config{DSN: serving, ManualMigrate: true})
+	if err == nil || !strings.Contains(err.Error(), "state migrate") || !strings.Contains(err.Error(), "version 0") {
+		t.Fatalf("an unmigrated database: %v", err)
+	}
+	if n := query[*string](t, dsn, `SELECT to_regclass('kiln_schema_migrations')::text`); n != nil {
+		t.Fatal("a manual start created the schema")
+	}
+	if _, _, err := MigrateOnce(ctx, Config{DSN: serving}); err == nil || !strings.Contains(err.Error(), "permission denied") {
+		t.Fatalf("a role without CREATE migrated: %v", err)
+	}
+	from, to, err := MigrateOnce(ctx, Config{DSN: dsn})
+	if err != nil || from != 0 || to != newest {
+		t.Fatalf("migrate: %d -> %d, %v", from, to, err)
+	}
+	if from, to, err := MigrateOnce(ctx, Config{DSN: dsn}); err != nil || from != newest || to != newest {
+		t.Fatalf("migrate again: %d -> %d, %v", from, to, err)
+	}
+	sqlExec(t, dsn, `GRANT SELECT ON kiln_schema_migrations TO `+role)
+	sqlExec(t, dsn, `GRANT SELECT, INSERT, UPDATE, DELETE ON kiln_claims, kiln_ticks, kiln_checkpoints, kiln_runs TO `+role)
+	s, err := Open(ctx, Config{DSN: serving, ManualMigrate: true})
+	if err != nil {
+		t.Fatalf("a DML role against a migrated database: %v", err)
+	}
+	s.Close()
+
+	// One version behind: refused too, naming the versions.
+	sqlExec(t, dsn, `DELETE FROM kiln_schema_migrations WHERE version = $1`, newest)
+	_, err = Open(ctx, Config{DSN: serving, ManualMigrate: true})
+	if err == nil || !strings.Contains(err.Error(), "state migrate") || !strings.Contains(err.Error(), fmt.Sprintf("version %d, this binary needs %d", newest-1, newest)) {
+		t.Fatalf("a half-migrated database: %v", err)
+	}
 }
