@@ -17,8 +17,11 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path"
+	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -27,6 +30,7 @@ import (
 
 	httpspec "github.com/kilnworks/kiln/capabilities/http/spec"
 	"github.com/kilnworks/kiln/capabilities/internal/ops"
+	familyspec "github.com/kilnworks/kiln/capabilities/spec"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
@@ -48,6 +52,9 @@ type Config struct {
 	ReadTimeout       time.Duration // default 30s: whole request incl. body
 	WriteTimeout      time.Duration // default 30s, counted from the end of the run
 	IdleTimeout       time.Duration // default 120s between keep-alive requests
+	// MaxAsyncRuns bounds the runs async routes have accepted and not yet
+	// ended; beyond it they answer 503 (default 256).
+	MaxAsyncRuns int
 }
 
 func (c *Config) defaults() {
@@ -64,6 +71,9 @@ func (c *Config) defaults() {
 	def(&c.ReadTimeout, 30*time.Second)
 	def(&c.WriteTimeout, 30*time.Second)
 	def(&c.IdleTimeout, 120*time.Second)
+	if c.MaxAsyncRuns <= 0 {
+		c.MaxAsyncRuns = 256
+	}
 }
 
 // isBuiltin reports whether path is answered before routing.
@@ -77,6 +87,9 @@ type route struct {
 	limiter  *bucket
 	schema   *jsonschema.Schema
 	ttl      time.Duration
+	params   []string      // the path's wildcard names, in order
+	async    bool          // reply = "async"
+	keep     time.Duration // async: how long its run records are kept
 }
 
 // Server serves one host's [[http_routes]]. It implements
@@ -86,10 +99,18 @@ type Server struct {
 	cfg     Config
 	audit   *slog.Logger
 	now     func() time.Time
-	routes  map[string]map[string]*route // path -> method -> route
+	routes  []*route       // as declared
+	mux     *http.ServeMux // route patterns (path parameters), then notFound
+	methods []string       // every declared method, sorted (405's Allow)
 	metrics *routeMetrics
 	idem    *idemStore // nil: no keyed route
 	tls     *tlsState  // nil: plain HTTP
+
+	// Async routes (async.go): runs holds their records, asyncSlots
+	// bounds the runs in flight and asyncRuns counts them for the drain.
+	runs       runtime.RunStore // nil: no async route
+	asyncSlots chan struct{}
+	asyncRuns  sync.WaitGroup
 
 	verifiers atomic.Pointer[map[string]Verifier] // by authRef; swapped on SIGHUP
 
@@ -107,26 +128,40 @@ type Server struct {
 func New(h *runtime.Host, cfg Config) (*Server, error) {
 	cfg.defaults()
 	wf := h.Program.Workflow
-	s := &Server{host: h, cfg: cfg, audit: h.Engine.Audit, now: hostNow(h), routes: map[string]map[string]*route{}}
+	s := &Server{host: h, cfg: cfg, audit: h.Engine.Audit, now: hostNow(h), mux: http.NewServeMux()}
 	if s.audit == nil {
 		s.audit = slog.New(slog.DiscardHandler)
 	}
 	s.audit = s.audit.With("workflow", wf.Name)
 	var names []string
+	seen := map[string]bool{}
 	for i, spec := range wf.HTTPRoutes {
 		rt, err := s.newRoute(spec)
 		if err != nil {
 			return nil, fmt.Errorf("http_routes[%d] %s %s: %w", i, spec.Method, spec.Path, err)
 		}
-		if s.routes[spec.Path] == nil {
-			s.routes[spec.Path] = map[string]*route{}
-		}
-		if s.routes[spec.Path][spec.Method] != nil {
+		if seen[rt.name] {
 			return nil, fmt.Errorf("http_routes[%d] %s %s: declared twice", i, spec.Method, spec.Path)
 		}
-		s.routes[spec.Path][spec.Method] = rt
+		seen[rt.name] = true
+		s.routes = append(s.routes, rt)
 		names = append(names, rt.name)
 	}
+	// Conflicting patterns make ServeMux panic: refuse them first, as
+	// kiln check does.
+	for _, c := range httpspec.RouteConflicts(wf.HTTPRoutes) {
+		a, b := wf.HTTPRoutes[c.First], wf.HTTPRoutes[c.Second]
+		return nil, fmt.Errorf("http_routes[%d] %s %s and http_routes[%d] %s %s conflict: %s",
+			c.First, a.Method, a.Path, c.Second, b.Method, b.Path, c.Detail)
+	}
+	methods := map[string]bool{}
+	for _, rt := range s.routes {
+		s.mux.Handle(httpspec.RoutePattern(rt.spec.Method, rt.spec.Path), s.routeHandler(rt))
+		methods[rt.spec.Method] = true
+	}
+	s.mux.HandleFunc("/", s.noRoute) // the least specific pattern: what no route matched
+	s.methods = runtime.SortedKeys(methods)
+	s.asyncSlots = make(chan struct{}, cfg.MaxAsyncRuns)
 	s.metrics = newMetrics(h, names) // runs, nodes, triggers: every run of the process
 	for _, spec := range wf.HTTPRoutes {
 		if spec.IdempotencyKey != "" {
@@ -156,13 +191,24 @@ func (s *Server) newRoute(spec workflow.HTTPRoute) (*route, error) {
 	if isBuiltin(spec.Path) {
 		return nil, fmt.Errorf("path %s is reserved for the built-in endpoint", spec.Path)
 	}
+	if err := familyspec.Err(httpspec.CheckRoutePath(spec.Method, spec.Path)); err != nil {
+		return nil, err
+	}
+	if err := familyspec.Err(httpspec.CheckRouteReply(spec)); err != nil {
+		return nil, err
+	}
 	if bad := httpspec.CheckRouteHeaders(spec.Headers); len(bad) > 0 {
 		return nil, errors.New(strings.Join(bad, "; "))
 	}
 	if _, err := h.Program.Entry(spec.StartNode); err != nil {
 		return nil, fmt.Errorf("start_node %q: %v", spec.StartNode, err)
 	}
-	rt := &route{spec: spec, name: spec.Method + " " + spec.Path}
+	rt := &route{spec: spec, name: spec.Method + " " + spec.Path, params: wildcardNames(spec.Path)}
+	if spec.Reply == httpspec.ReplyAsync {
+		if err := s.asyncRoute(rt); err != nil {
+			return nil, err
+		}
+	}
 	if rl := spec.RateLimit; rl != nil {
 		if rl.Capacity < 1 || rl.PerSecond <= 0 {
 			return nil, errors.New("rate_limit needs capacity >= 1 and per_second > 0")
@@ -229,19 +275,17 @@ func validMethod(m string) bool {
 // afresh. On error nothing is swapped.
 func (s *Server) loadVerifiers() error {
 	next := map[string]Verifier{}
-	for _, byMethod := range s.routes {
-		for _, rt := range byMethod {
-			if rt.authRef == "" || next[rt.authRef] != nil {
-				continue
-			}
-			k, _ := lookupAuthKind(rt.authKind)
-			_, binding := parseAuthRef(rt.authRef)
-			v, err := k.New(s.host, binding)
-			if err != nil {
-				return fmt.Errorf("http route %s: auth %s: %w", rt.name, rt.authRef, err)
-			}
-			next[rt.authRef] = v
+	for _, rt := range s.routes {
+		if rt.authRef == "" || next[rt.authRef] != nil {
+			continue
 		}
+		k, _ := lookupAuthKind(rt.authKind)
+		_, binding := parseAuthRef(rt.authRef)
+		v, err := k.New(s.host, binding)
+		if err != nil {
+			return fmt.Errorf("http route %s: auth %s: %w", rt.name, rt.authRef, err)
+		}
+		next[rt.authRef] = v
 	}
 	s.verifiers.Store(&next)
 	return nil
@@ -283,6 +327,8 @@ func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
 	if s.idem != nil {
 		s.idem.sweep()
 	}
+	sweep := s.sweepRuns() // async.go
+	defer sweep.Stop()
 	srv := &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
@@ -311,6 +357,8 @@ func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
 		select {
 		case <-hup:
 			_ = s.Reload()
+		case <-sweep.C:
+			s.runs.SweepRuns(context.Background())
 		case err := <-errc:
 			s.cancelRuns()
 			return fmt.Errorf("http: %w", err)
@@ -324,7 +372,18 @@ func (s *Server) drain(srv *http.Server, errc chan error) error {
 	s.audit.Info("http.draining", "timeout_ms", s.cfg.DrainTimeout.Milliseconds())
 	dctx, cancel := context.WithTimeout(context.Background(), s.cfg.DrainTimeout)
 	defer cancel()
-	if err := srv.Shutdown(dctx); err != nil {
+	err := srv.Shutdown(dctx)
+	// No handler is left to accept an async run: wait for those accepted
+	// (async.go) within what remains of the drain.
+	asyncDone := s.asyncDrained()
+	if err == nil {
+		select {
+		case <-asyncDone:
+		case <-dctx.Done():
+			err = dctx.Err()
+		}
+	}
+	if err != nil {
 		// Out of time: stop the remaining runs and give their handlers a
 		// moment (within the CLI's grace) to answer and release
 		// idempotency claims. Shutdown again returns once every
@@ -334,8 +393,14 @@ func (s *Server) drain(srv *http.Server, errc chan error) error {
 		s.cancelRuns()
 		grace, cancelGrace := context.WithTimeout(context.Background(), time.Second)
 		_ = srv.Shutdown(grace)
-		cancelGrace()
 		_ = srv.Close()
+		// Cut runs end at once and record how they ended.
+		select {
+		case <-asyncDone:
+		case <-grace.Done():
+			s.audit.Error("http.async_runs_not_recorded", "detail", "async runs still running after the drain's grace")
+		}
+		cancelGrace()
 	}
 	<-errc
 	s.cancelRuns()
@@ -364,30 +429,96 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"limit_bytes": MaxHeaderBytes})
 		return
 	}
-	if isBuiltin(r.URL.Path) && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
-		s.builtin(w, r) // HEAD: net/http drops the body (load balancer probes)
-		return
-	}
-	byMethod, ok := s.routes[r.URL.Path]
-	if !ok {
-		if isBuiltin(r.URL.Path) { // a known path: wrong method, not "not found"
-			w.Header().Set("Allow", "GET, HEAD")
-			writeJSON(w, http.StatusMethodNotAllowed, map[string]any{"error": "method not allowed", "allow": []string{"GET", "HEAD"}})
+	if isBuiltin(r.URL.Path) {
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			s.builtin(w, r) // HEAD: net/http drops the body (load balancer probes)
 			return
 		}
+		// A known path: wrong method, not "not found".
+		w.Header().Set("Allow", "GET, HEAD")
+		writeJSON(w, http.StatusMethodNotAllowed, map[string]any{"error": "method not allowed", "allow": []string{"GET", "HEAD"}})
+		return
+	}
+	if !cleanPath(r.URL.EscapedPath()) {
+		// ServeMux would redirect it; no route has such a path.
 		writeJSON(w, http.StatusNotFound, map[string]any{"error": "not found"})
 		return
 	}
-	rt, ok := byMethod[r.Method]
-	if !ok {
-		allow := runtime.SortedKeys(byMethod)
-		w.Header().Set("Allow", strings.Join(allow, ", "))
-		writeJSON(w, http.StatusMethodNotAllowed, map[string]any{"error": "method not allowed", "allow": allow})
+	s.mux.ServeHTTP(w, r) // a route's handler (routeHandler), else noRoute
+}
+
+// routeHandler serves the route rt matched by the mux, which has set the
+// request's path values.
+func (s *Server) routeHandler(rt *route) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != rt.spec.Method { // ServeMux lets a GET pattern match HEAD
+			s.noRoute(w, r)
+			return
+		}
+		start := time.Now()
+		code := s.serveRoute(w, r, rt, start)
+		s.metrics.observeRequest(rt.name, code, time.Since(start))
+	}
+}
+
+// noRoute answers a request no route matched: 405 with the methods whose
+// routes match its path, else 404.
+func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	probe := *r
+	for _, m := range s.methods {
+		probe.Method = m
+		if _, pattern := s.mux.Handler(&probe); strings.HasPrefix(pattern, m+" ") {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) == 0 {
+		writeJSON(w, http.StatusNotFound, map[string]any{"error": "not found"})
 		return
 	}
-	start := time.Now()
-	code := s.serveRoute(w, r, rt, start)
-	s.metrics.observeRequest(rt.name, code, time.Since(start))
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	writeJSON(w, http.StatusMethodNotAllowed, map[string]any{"error": "method not allowed", "allow": allow})
+}
+
+// cleanPath reports whether p (escaped) is in the canonical form
+// ServeMux serves without a redirect: no empty, "." or ".." segments.
+func cleanPath(p string) bool {
+	if p == "" || p[0] != '/' {
+		return false
+	}
+	c := path.Clean(p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	return c == p
+}
+
+// wildcardRE finds a pattern's wildcards ({id}, {rest...}; not {$}).
+var wildcardRE = regexp.MustCompile(`\{([A-Za-z_][A-Za-z0-9_]*)(?:\.\.\.)?\}`)
+
+// wildcardNames lists the names of a route path's wildcards.
+func wildcardNames(p string) []string {
+	var out []string
+	for _, m := range wildcardRE.FindAllStringSubmatch(p, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+// noParams is trigger.path of a route without wildcards (shared: run
+// values are never changed in place).
+var noParams = map[string]any{}
+
+// pathParams is trigger.path: each wildcard's value, unescaped.
+func pathParams(r *http.Request, rt *route) map[string]any {
+	if len(rt.params) == 0 {
+		return noParams
+	}
+	out := make(map[string]any, len(rt.params))
+	for _, name := range rt.params {
+		out[name] = r.PathValue(name)
+	}
+	return out
 }
 
 // headSize approximates the bytes of the request line and headers.
@@ -410,7 +541,11 @@ func (s *Server) builtin(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, code, body)
 	case wellKnownPath, openWOPPath, agentsPath:
 		s.serveDiscovery(w, r)
-	default: // under /v1/agents/ (isBuiltin)
+	default: // under /v1/agents/ or /v1/runs (isBuiltin)
+		if r.URL.Path == httpspec.RunsPath || strings.HasPrefix(r.URL.Path, httpspec.RunsPath+"/") {
+			s.serveRunStatus(w, r) // async.go
+			return
+		}
 		s.serveAgent(w, r)
 	case "/metrics":
 		w.Header().Set("Content-Type", ops.ContentType)
@@ -428,6 +563,9 @@ func (s *Server) serveRoute(w http.ResponseWriter, r *http.Request, rt *route, s
 	a, code := s.admit(w, r, rt, id)
 	if code != 0 {
 		return code // refused, invalid or replayed: already answered
+	}
+	if rt.async {
+		return s.accept(w, r, rt, a) // async.go
 	}
 	return s.runRoute(w, r, rt, a, start)
 }
@@ -525,6 +663,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt *route, reques
 		return admitted{}, writeJSON(w, http.StatusBadRequest, map[string]any{"error": "bad request", "detail": "query string: " + err.Error()})
 	}
 	trigger["query"] = query
+	trigger["path"] = pathParams(r, rt)
 	trigger["headers"] = headersOf(r, rt.spec.Headers)
 	trigger["request_id"] = requestID
 	tp := r.Header.Get("Traceparent")
@@ -551,6 +690,9 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt *route, reques
 		case claim == claimReplay:
 			s.metrics.observeIdempotency(rt.name, true)
 			w.Header().Set("X-Idempotent-Replay", "true")
+			if rt.async {
+				setLocation(w, entry.Body) // async.go: the accepted run's status URL
+			}
 			return admitted{}, write(w, entry.Status, entry.ContentType, entry.Body)
 		case takenOver:
 			log().Warn("http.idempotency_takeover", "detail", "in-flight marker of a run whose process is gone")
