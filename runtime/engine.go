@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"math"
 	mrand "math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kilnworks/kiln/runtime/policy"
@@ -75,14 +77,17 @@ type RunOptions struct {
 // fields are hoisted, any other payload sits under "input", and kind is set
 // last so a payload cannot spoof it.
 func MakeTrigger(kind string, payload any) map[string]any {
-	t := map[string]any{}
+	var t map[string]any
 	switch p := payload.(type) {
 	case map[string]any:
+		t = make(map[string]any, len(p)+1)
 		for k, v := range p {
 			t[k] = v
 		}
 	case nil:
+		t = make(map[string]any, 1)
 	default:
+		t = make(map[string]any, 2)
 		t["input"] = p
 	}
 	t["kind"] = kind
@@ -152,6 +157,16 @@ type Run struct {
 
 	budget *budget
 	parent *Run
+	// children numbers this run's child runs: a child's id is this run's
+	// id and the next number, unique among all its children (concurrent
+	// map and parallel children included) and costing no randomness.
+	children atomic.Uint64
+	// call is the Call handed to the current node's handler: a run
+	// executes one node at a time, and a handler must not keep its Call
+	// after it returns.
+	call Call
+	// completion is the outcome of a completed run, allocated with it.
+	completion Outcome
 
 	mu      sync.RWMutex
 	outputs []nodeOutput // by programNode.pos
@@ -371,6 +386,18 @@ func (e *Engine) Run(ctx context.Context, p *Program, opts RunOptions) *Report {
 	return &st.report
 }
 
+// childState is everything a child run allocates up front, in one
+// allocation; a child of up to smallChild nodes (the common map or
+// parallel item) keeps its outputs and trace entries in it too.
+type childState struct {
+	run     Run
+	trace   Trace
+	outputs [smallChild]nodeOutput
+	entries [smallChild]TraceEntry
+}
+
+const smallChild = 2
+
 // RunChild runs a child workflow (call, parallel, map) on the same engine,
 // policy, counters, token budget and deadline, one level deeper. input
 // becomes the child's trigger payload.
@@ -380,21 +407,26 @@ func (r *Run) RunChild(ctx context.Context, child *Program, start string, input 
 			Err: Errorf(ClassWorkflow, "call depth exceeds %d", MaxCallDepth)}, &Trace{}
 	}
 	kind, _ := r.trigger["kind"].(string)
-	id := r.ExecutionID + "." + NewExecutionID()[:8]
-	c := &Run{
-		Engine:      r.Engine,
-		Program:     child,
-		ExecutionID: id,
-		StartNode:   start,
-		DryRun:      r.DryRun,
-		Deadline:    r.Deadline,
-		Depth:       r.Depth + 1,
-		Counters:    r.Counters,
-		budget:      r.budget,
-		parent:      r,
-		outputs:     make([]nodeOutput, len(child.order)),
-		trigger:     MakeTrigger(kind, input),
-		trace:       &Trace{ExecutionID: id, Entries: newTraceEntries(len(child.order))},
+	id := r.ExecutionID + "." + strconv.FormatUint(r.children.Add(1), 10)
+	st := &childState{}
+	c := &st.run
+	c.Engine = r.Engine
+	c.Program = child
+	c.ExecutionID = id
+	c.StartNode = start
+	c.DryRun = r.DryRun
+	c.Deadline = r.Deadline
+	c.Depth = r.Depth + 1
+	c.Counters = r.Counters
+	c.budget = r.budget
+	c.parent = r
+	c.trigger = MakeTrigger(kind, input)
+	c.trace = &st.trace
+	st.trace.ExecutionID = id
+	if n := len(child.order); n <= smallChild {
+		c.outputs, st.trace.Entries = st.outputs[:n], st.entries[:0]
+	} else {
+		c.outputs, st.trace.Entries = make([]nodeOutput, n), newTraceEntries(n)
 	}
 	if start == "" {
 		c.StartNode = child.DefaultStart()
@@ -526,7 +558,9 @@ func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 		}
 	}()
 
-	if !r.Deadline.IsZero() {
+	// A child's context already ends at the shared deadline: a context
+	// (and a timer) per child run would only add cost.
+	if dl, ok := ctx.Deadline(); !r.Deadline.IsZero() && (!ok || dl.After(r.Deadline)) {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, r.Deadline)
 		defer cancel()
@@ -795,7 +829,9 @@ func (r *Run) safeCall(ctx context.Context, pn *programNode, attempt int) (res R
 			err = &Error{Class: ClassTool, Msg: fmt.Sprintf("handler panic: %v", p)}
 		}
 	}()
-	res, err = pn.handler(ctx, &Call{Node: pn.node, Run: r, Attempt: attempt})
+	c := &r.call
+	*c = Call{Node: pn.node, Run: r, Attempt: attempt}
+	res, err = pn.handler(ctx, c)
 	if err != nil {
 		var d *policy.Denial
 		if errors.As(err, &d) && ClassOf(err) != ClassPolicy {
@@ -812,7 +848,8 @@ func (r *Run) safeCall(ctx context.Context, pn *programNode, attempt int) (res R
 }
 
 func (r *Run) completed(v any) *Outcome {
-	return &Outcome{Status: StatusCompleted, FinalValue: v, LastNode: r.last, HTTPResponse: r.respond}
+	r.completion = Outcome{Status: StatusCompleted, FinalValue: v, LastNode: r.last, HTTPResponse: r.respond}
+	return &r.completion
 }
 
 func (r *Run) errored(err error) *Outcome {
