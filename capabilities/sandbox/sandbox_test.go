@@ -360,49 +360,6 @@ func TestServeReportsConfinement(t *testing.T) {
 	}
 }
 
-// TestExamplesConfined runs the examples that work offline, confined:
-// nightly-report (shell probes in child workflows) as it is, and hello
-// with [sandbox] added. Each must complete and do its work.
-func TestExamplesConfined(t *testing.T) {
-	requireLandlock(t)
-	root := testtool.RepoRoot(t)
-
-	// hello's fs.write is /tmp/kiln-hello/**: leave that as it was found.
-	out := filepath.Join("/tmp/kiln-hello", "sandbox-test-"+filepath.Base(t.TempDir())+".txt")
-	_, existed := os.Stat(filepath.Dir(out))
-	t.Cleanup(func() {
-		os.Remove(out)
-		if existed != nil {
-			os.Remove(filepath.Dir(out)) // only if empty: another test may be using it
-		}
-	})
-	input := filepath.Join(t.TempDir(), "input.json")
-	writeFile(t, input, `{"output_path":"`+out+`"}`)
-	run := runChild(t, "cli", childSpec{Example: filepath.Join(root, "examples/hello/workflow.toml"), Confine: true,
-		Args: []string{"--input", input, "--log-level", "info"}}, "USER=sandbox-test")
-	if run.Code != 0 || !strings.Contains(run.Stderr, "sandbox.applied") {
-		t.Errorf("hello: exit %d\n%s\n%s", run.Code, run.Stdout, run.Stderr)
-	}
-	if data, err := os.ReadFile(out); err != nil || !strings.HasPrefix(string(data), "Hello, sandbox-test!") {
-		t.Errorf("hello wrote %q, %v", data, err)
-	}
-
-	const reportDir = "/var/tmp/kiln-report" // the example's fs.write
-	if _, err := os.Stat(reportDir); err != nil {
-		t.Cleanup(func() { os.RemoveAll(reportDir) })
-	} else {
-		t.Cleanup(func() { os.Remove(reportDir + "/report.txt") })
-	}
-	run = runChild(t, "cli", childSpec{Example: filepath.Join(root, "examples/nightly-report/workflow.toml"),
-		Args: []string{"--mode", "once", "--log-level", "info"}}, "REPORT_DIR="+reportDir)
-	if run.Code != 0 || !strings.Contains(run.Stderr, "sandbox.applied") {
-		t.Errorf("nightly-report: exit %d\n%s\n%s", run.Code, run.Stdout, run.Stderr)
-	}
-	if data, err := os.ReadFile(reportDir + "/report.txt"); err != nil || !strings.Contains(string(data), "load average") || !strings.Contains(string(data), "kernel: Linux") {
-		t.Errorf("nightly-report wrote %q, %v", data, err)
-	}
-}
-
 // TestMCPStdioConfined: the MCP reference server (node, over stdio) runs
 // inside the domain, with its module tree in fs.read, and answers a tool
 // call; a server whose files the policy does not list cannot start.
