@@ -51,6 +51,9 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == ticketsArg {
+		os.Exit(serveTickets()) // mcp-reconcile's stand-in MCP server (examples_test.go)
+	}
 	if mode := os.Getenv(childEnv); mode != "" {
 		confine.AllowInTest = true
 		if os.Getenv(noLandlockEnv) == "1" {

@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -20,11 +22,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
 	"github.com/kilnworks/kiln/capabilities/llm/mock"
 	"github.com/kilnworks/kiln/runtime/testtool"
 
 	// Families the examples use beyond those child_test.go links.
 	_ "github.com/kilnworks/kiln/capabilities/llm"
+	_ "github.com/kilnworks/kiln/capabilities/oidc"
 	_ "github.com/kilnworks/kiln/capabilities/rego"
 )
 
@@ -88,7 +94,7 @@ func outcome(t *testing.T, run childRun) map[string]any {
 // serveExample starts the workflow file in serve mode, confined, on a
 // free loopback port, waits until it answers, and returns its base URL;
 // the child is stopped (SIGTERM) at the end of the test.
-func serveExample(t *testing.T, workflowFile string, args []string, env ...string) (string, *strings.Builder) {
+func serveExample(t *testing.T, workflowFile string, args []string, env ...string) (string, *lockedWriter) {
 	t.Helper()
 	a := addr(freePort(t))
 	data, _ := json.Marshal(childSpec{Example: workflowFile, Args: append([]string{"--bind", a, "--log-level", "info"}, append(args, "serve")...)})
@@ -97,14 +103,19 @@ func serveExample(t *testing.T, workflowFile string, args []string, env ...strin
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"=cli", childSpecEnv+"="+spec, "TMPDIR="+t.TempDir())
 	cmd.Env = append(cmd.Env, env...)
-	stderr := &strings.Builder{}
-	cmd.Stderr = &lockedWriter{w: stderr}
+	stderr := &lockedWriter{}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	exited := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(exited)
+	}()
 	t.Cleanup(func() {
 		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
+		<-exited
 	})
 	base := "http://" + a
 	for range 300 { // up to 15 s for the child to listen
@@ -112,22 +123,33 @@ func serveExample(t *testing.T, workflowFile string, args []string, env ...strin
 			resp.Body.Close()
 			return base, stderr
 		}
-		time.Sleep(50 * time.Millisecond)
+		select {
+		case <-exited:
+			t.Fatalf("%s exited before it listened\n%s", workflowFile, stderr.String())
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 	t.Fatalf("%s did not listen on %s\n%s", workflowFile, a, stderr.String())
 	return "", nil
 }
 
-// lockedWriter lets a child write its stderr while the test reads it.
+// lockedWriter holds a child's stderr, which the test reads while the
+// child writes it.
 type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu  sync.Mutex
+	buf strings.Builder
 }
 
 func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.w.Write(p)
+	return l.buf.Write(p)
+}
+
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }
 
 // tlsStandIn serves h over HTTPS on loopback and returns its URL and a
@@ -165,6 +187,37 @@ func intelMock(t *testing.T, script string) string {
 		<-done
 	})
 	return sock
+}
+
+// ticketsArg makes this test binary mcp-reconcile's stand-in for
+// tickets-mcp: an MCP server over stdio with the queue resource and the
+// apply_queue_changes tool. It runs inside the confined child's domain
+// and writes nothing: what it did comes back in its tool result.
+const ticketsArg = "-kiln-sandbox-tickets-mcp"
+
+// ticketsToken is the TICKETS_TOKEN the stand-in expects in its
+// environment (the example passes it through [mcp_servers.env]).
+const ticketsToken = "tickets-token-3f9a"
+
+func serveTickets() int {
+	s := server.NewMCPServer("tickets-stand-in", "1.0.0", server.WithResourceCapabilities(true, false), server.WithToolCapabilities(false))
+	s.AddResource(mcp.NewResource("tickets://queues/triage", "triage", mcp.WithMIMEType("application/json")),
+		func(_ context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+			return []mcp.ResourceContents{mcp.TextResourceContents{URI: req.Params.URI, MIMEType: "application/json",
+				Text: `{"owner": "alice", "limit": 5}`}}, nil
+		})
+	s.AddTool(mcp.NewTool("apply_queue_changes"), func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if os.Getenv("TICKETS_TOKEN") != ticketsToken {
+			return mcp.NewToolResultError("no TICKETS_TOKEN"), nil
+		}
+		args, _ := json.Marshal(req.Params.Arguments)
+		return mcp.NewToolResultText("applied: " + string(args)), nil
+	})
+	if err := server.ServeStdio(s); err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
 }
 
 func post(t *testing.T, url, body string, header map[string]string) (int, string) {
@@ -292,6 +345,98 @@ func TestExamplesConfined(t *testing.T) {
 			[]string{"--intel-unix", sock, "--intel-route-all", "--input", input})
 		if out := outcome(t, run); out["last_node"] != "escalate" || !strings.Contains(run.Stdout, "ESCALATE (0.92)") {
 			t.Errorf("exit %d, outcome %s\n%s", run.Code, run.Stdout, run.Stderr)
+		}
+	})
+
+	t.Run("cron-poller", func(t *testing.T) {
+		// The status endpoint: HTTPS on loopback, trusted through
+		// SSL_CERT_FILE (which the ruleset grants for reading).
+		const token = "status-token-8c2d"
+		var mu sync.Mutex
+		var seen []string
+		url, ca := tlsStandIn(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			seen = append(seen, r.Method+" "+r.URL.Path+" "+r.Header.Get("Authorization"))
+			mu.Unlock()
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"healthy": true}`)
+		}))
+		dir := exampleCopy(t, "cron-poller", "https://status.example.com", url)
+		run := runExample(t, filepath.Join(dir, "workflow.toml"), []string{"--mode", "once"},
+			"STATUS_URL="+url+"/api/health", "STATUS_TOKEN="+token, "SSL_CERT_FILE="+ca)
+		if out := outcome(t, run); out["status"] != "completed" || out["last_node"] != "ok" {
+			t.Errorf("exit %d, outcome %s\n%s", run.Code, run.Stdout, run.Stderr)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(seen) != 1 || seen[0] != "GET /api/health Bearer "+token {
+			t.Errorf("the status endpoint saw %q", seen)
+		}
+	})
+
+	t.Run("mcp-reconcile", func(t *testing.T) {
+		// tickets-mcp: this test binary as a stdio MCP server, started
+		// inside the domain; the desired state moves from /etc/kiln.
+		desired := t.TempDir()
+		cmd, _ := json.Marshal([]string{os.Args[0], ticketsArg})
+		dir := exampleCopy(t, "mcp-reconcile", `["/usr/local/bin/tickets-mcp", "--stdio"]`, string(cmd), "/etc/kiln", desired)
+		writeFile(t, desired+"/triage.json", `{"owner": "bob", "limit": 5}`)
+		input := filepath.Join(t.TempDir(), "input.json")
+		writeFile(t, input, `{"resource_uri": "tickets://queues/triage", "desired": "`+desired+`/triage.json"}`)
+		record := filepath.Join(t.TempDir(), "record", "run.json")
+		run := runExample(t, filepath.Join(dir, "workflow.toml"), []string{"--mode", "once", "--input", input, "--record", record},
+			"TICKETS_TOKEN="+ticketsToken)
+		if out := outcome(t, run); out["status"] != "completed" || out["last_node"] != "done" {
+			t.Fatalf("exit %d, outcome %s\n%s", run.Code, run.Stdout, run.Stderr)
+		}
+		data, err := os.ReadFile(record)
+		if err != nil || !strings.Contains(string(data), "applied: ") || !strings.Contains(string(data), "bob") {
+			t.Errorf("the stand-in did not apply the difference: %v\n%.2000s", err, data)
+		}
+	})
+
+	t.Run("triage-agent", func(t *testing.T) {
+		// Serve mode: a file dropped into the inbox (fs_watch) starts the
+		// agent (the intel mock answers from the example's script: read the
+		// file, write the .triage note, finish), whose event starts the
+		// notification: an OAuth2 client-credentials token from the token
+		// stand-in, then a POST to the notify stand-in, both HTTPS on
+		// loopback.
+		const clientID, clientSecret, token = "triage-client", "triage-client-secret-0e4b", "notify-token-a71c"
+		tokenURL, ca := tlsStandIn(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if id, secret, ok := r.BasicAuth(); !ok || id != clientID || secret != clientSecret || r.URL.Path != "/oauth2/token" {
+				http.Error(w, `{"error":"invalid_client"}`, http.StatusUnauthorized)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"access_token":"`+token+`","token_type":"Bearer","expires_in":3600}`)
+		}))
+		notified := make(chan string, 4)
+		notifyURL, _ := tlsStandIn(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			notified <- r.Method + " " + r.URL.Path + " " + r.Header.Get("Authorization") + " " + string(body)
+			w.WriteHeader(http.StatusNoContent)
+		}))
+		inbox, logs := t.TempDir(), t.TempDir()
+		dir := exampleCopy(t, "triage-agent", "https://login.example.com/oauth2/token", tokenURL+"/oauth2/token",
+			"https://notify.example.com", notifyURL, "/var/spool/kiln-inbox", inbox, "/var/log/kiln", logs)
+		sock := intelMock(t, filepath.Join(dir, "intel-mock.toml"))
+		_, stderr := serveExample(t, filepath.Join(dir, "workflow.toml"), []string{"--intel-unix", sock},
+			"NOTIFY_URL="+notifyURL+"/notify", "NOTIFY_CLIENT_ID="+clientID, "NOTIFY_CLIENT_SECRET="+clientSecret, "SSL_CERT_FILE="+ca)
+		writeFile(t, inbox+"/ticket-1.txt", "Production login is down for all EU users.")
+		select {
+		case got := <-notified:
+			if !strings.HasPrefix(got, "POST /notify Bearer "+token+" ") || !strings.Contains(got, "p1") {
+				t.Errorf("the notify stand-in got %q", got)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no notification\n%s", stderr.String())
+		}
+		if data, err := os.ReadFile(inbox + "/ticket-1.txt.triage"); err != nil || !strings.HasPrefix(string(data), "p1: ") {
+			t.Errorf("the agent's note: %q, %v", data, err)
+		}
+		if data, err := os.ReadFile(logs + "/triage-audit.log"); err != nil || !strings.Contains(string(data), "sandbox.applied") {
+			t.Errorf("audit log: %.500q, %v", data, err)
 		}
 	})
 
