@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 )
 
@@ -53,12 +54,12 @@ const (
 // RunRecord is one async run's status. Outcome is the run's outcome as
 // its route would have replied it, already redacted: a store is a sink.
 type RunRecord struct {
-	ID      string    `json:"id"`
-	Route   string    `json:"route"` // the route that accepted it: its auth guards the record
-	State   string    `json:"state"`
-	Outcome []byte    `json:"outcome,omitempty"` // JSON; set when State is RunEnded
-	Created time.Time `json:"created"`
-	Updated time.Time `json:"updated"`
+	ID      string          `json:"id"`
+	Route   string          `json:"route"` // the route that accepted it: its auth guards the record
+	State   string          `json:"state"`
+	Outcome json.RawMessage `json:"outcome,omitempty"` // set when State is RunEnded
+	Created time.Time       `json:"created"`
+	Updated time.Time       `json:"updated"`
 }
 
 type runStoreKey struct{}
