@@ -75,7 +75,9 @@ func Provenance(bin, binSHA string, facts *BuildFacts, info ProvenanceInfo) ([]b
 	}
 	var deps []resource
 	inputs := append([]manifest.Input(nil), info.Inputs...)
-	sort.Slice(inputs, func(i, j int) bool { return inputs[i].Path < inputs[j].Path })
+	// Stable: inputs of one path (a file that is two kinds of input) keep
+	// the manifest's order, so the document does not depend on the sort.
+	sort.SliceStable(inputs, func(i, j int) bool { return inputs[i].Path < inputs[j].Path })
 	for _, in := range inputs {
 		r := resource{Name: filepath.ToSlash(in.Path), Digest: map[string]string{"sha256": in.SHA256}}
 		if in.Kind != "" {
