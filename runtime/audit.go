@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/kilnworks/kiln/runtime/workflow"
@@ -135,17 +134,19 @@ func NewAuditLogger(o AuditOptions) (*slog.Logger, io.Closer, error) {
 		}
 	}
 	opts := &slog.HandlerOptions{Level: level}
-	var h slog.Handler
+	var format func(io.Writer) slog.Handler
 	switch o.Format {
 	case "", "text":
-		h = slog.NewTextHandler(w, opts)
+		format = func(w io.Writer) slog.Handler { return slog.NewTextHandler(w, opts) }
 	case "json":
-		h = slog.NewJSONHandler(w, opts)
+		format = func(w io.Writer) slog.Handler { return slog.NewJSONHandler(w, opts) }
 	default:
 		closer.Close()
 		return nil, nil, fmt.Errorf("log format %q: want text or json", o.Format)
 	}
-	rh := &redactHandler{inner: h}
+	sink := newLineSink(w, level, format)
+	closer = closers{sink, closer} // held lines are written before the files close
+	rh := &redactHandler{inner: sink}
 	if len(o.RedactFields)+len(o.DropFields) > 0 {
 		rh.fields = map[string]fieldRule{}
 		for _, k := range o.RedactFields {
@@ -240,7 +241,7 @@ func openSink(dest, target string, o *AuditOptions, period time.Duration, layout
 	if err != nil {
 		return nil, nil, fmt.Errorf("log target %q: %w", target, err)
 	}
-	return &lockedWriter{w: f}, f, nil
+	return f, f, nil // lineSink serialises the writes
 }
 
 // teeWriter writes each line to every sink: one that fails does not keep
@@ -272,18 +273,6 @@ func (cs closers) Close() error {
 type nopCloser struct{}
 
 func (nopCloser) Close() error { return nil }
-
-// lockedWriter serialises writes to a shared file.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
 
 // redactHandler redacts the message and every attribute of each record,
 // including attributes added with With before the secret was registered:
