@@ -8,10 +8,13 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/kilnworks/kiln/gen"
 	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/runtime/cli"
 )
 
 var runIDRE = regexp.MustCompile(`^[0-9a-f]{32}$`)
@@ -305,5 +308,57 @@ func TestAsyncDrainTimeout(t *testing.T) {
 	rec, ok, err := runtime.NewFileRuns(dir, time.Now).GetRun(context.Background(), id)
 	if err != nil || !ok || rec.State != runtime.RunEnded || !strings.Contains(string(rec.Outcome), `"http_status":503`) {
 		t.Fatalf("record after an expired drain: %+v %v %v (%s)", rec, ok, err, rec.Outcome)
+	}
+}
+
+// TestAsyncDrainOnSIGTERM runs the real CLI: async runs accepted before a
+// SIGTERM are finished by the drain, not dropped; the process exits 0 only
+// after they ended, and their records say so.
+func TestAsyncDrainOnSIGTERM(t *testing.T) {
+	g := resetGate()
+	dir := t.TempDir()
+	wf, err := gen.Decode("workflow.toml", []byte(wf("block", `reply = "async"`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr, stdout := &syncBuffer{}, &syncBuffer{}
+	exit := make(chan int, 1)
+	go func() {
+		exit <- cli.Main([]string{"--bind", "127.0.0.1:0", "--state-dir", dir, "--drain-timeout-secs", "20", "--log-format", "json"},
+			cli.Options{Prog: "agent", Workflow: wf, Stdout: stdout, Stderr: stderr})
+	}()
+	addrRE := regexp.MustCompile(`"msg":"http.listening","workflow":"hooks","addr":"([0-9.:]+)"`)
+	waitFor(t, func() bool { return addrRE.MatchString(stderr.String()) })
+	ts := &testServer{URL: "http://" + addrRE.FindStringSubmatch(stderr.String())[1], Client: newClient()}
+	const n = 3
+	var ids []string
+	for range n {
+		ids = append(ids, accepted(t, ts.do(t, "POST", "/hook", `{}`)))
+	}
+	waitFor(t, func() bool { return strings.Count(stderr.String(), "workflow.started") == n })
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return strings.Contains(stderr.String(), "http.draining") })
+	select {
+	case code := <-exit:
+		t.Fatalf("exited %d with async runs in flight", code)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(g)
+	select {
+	case code := <-exit:
+		if code != 0 {
+			t.Fatalf("exit %d:\n%s", code, stderr.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("CLI did not exit after the drain")
+	}
+	store := runtime.NewFileRuns(dir, time.Now)
+	for _, id := range ids {
+		rec, ok, err := store.GetRun(context.Background(), id)
+		if err != nil || !ok || rec.State != runtime.RunEnded || !strings.Contains(string(rec.Outcome), `"released":true`) {
+			t.Fatalf("run %s after the drain: %+v %v %v (%s)", id, rec, ok, err, rec.Outcome)
+		}
 	}
 }
