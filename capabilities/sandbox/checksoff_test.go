@@ -162,7 +162,7 @@ func TestChecksOffLandlockAloneRefuses(t *testing.T) {
 // Unconfined (the control): escapes happen, so the race is real.
 func TestChecksOffSymlinkSwapZeroEscapes(t *testing.T) {
 	requireLandlock(t)
-	const reads, writes = 3000, 1000
+	const reads, writes = 3000, 500
 	race := func(unconfined bool) (read map[string]int, escaped, swaps int) {
 		l := newLayout(t)
 		writeFile(t, l.in+"/target", "inside")
