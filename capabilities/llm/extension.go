@@ -45,7 +45,8 @@ func extension() runtime.Extension {
 			fs.StringVar(&flags.bearerFile, "intel-http-bearer-file", "", "file holding the bearer token for --intel-http (env "+EnvBearer+" holds the token itself)")
 			fs.BoolVar(&flags.routeAll, "intel-route-all", false, "send every intelligence backend, named [[intelligence.backends]] too, to the --intel-unix/--intel-http transport (development: run against kiln intel-mock)")
 		},
-		Setup: func(ctx context.Context, h *runtime.Host) error { return setup(h, flags, os.Getenv) },
+		Setup:     func(ctx context.Context, h *runtime.Host) error { return setup(h, flags, os.Getenv) },
+		Listeners: readinessListeners, // ready.go
 	}
 }
 
@@ -69,6 +70,7 @@ func setup(h *runtime.Host, cfg config, getenv func(string) string) error {
 			return fmt.Errorf("--intel-route-all needs --intel-unix or --intel-http")
 		}
 		intel.SetClient(svc, func(string) (intel.Client, error) { return def, nil })
+		setProbeTargets(svc, def, nil)
 		return nil
 	}
 	backends, err := collectBackends(h.Program, map[string]workflow.Backend{})
@@ -100,6 +102,7 @@ func setup(h *runtime.Host, cfg config, getenv func(string) string) error {
 		}
 		return nil, fmt.Errorf("backend %q is not configured: %s", name, configureHint)
 	})
+	setProbeTargets(svc, def, backends)
 	return nil
 }
 
