@@ -118,7 +118,10 @@ func TestReadinessFollowsBackends(t *testing.T) {
 		t.Fatalf("readyz %s", body)
 	}
 	unixLn.Close()
-	waitUntil(t, "both backends named", func() bool { _, body = readyz(t, opsURL); return strings.Contains(body, "intelligence backend default: unix") })
+	waitUntil(t, "both backends named", func() bool {
+		_, body = readyz(t, opsURL)
+		return strings.Contains(body, "intelligence backend default: unix")
+	})
 
 	cancel()
 	select {
