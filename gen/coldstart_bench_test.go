@@ -1,0 +1,321 @@
+package gen_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kilnworks/kiln/gen"
+)
+
+// The cost of a sealed binary before and around its work, against the
+// same program written by hand and built the same way (make bench):
+// BenchmarkColdStart execs the sealed hello and a Go hello-world in
+// alternating rounds (target <= 1.5x), BenchmarkIdleRSS starts a sealed
+// serve binary and a bare net/http server, sends each one request and
+// reads VmRSS (target <= 1.3x). Both report the median ratio of the rounds
+// with its min and max. Run with -benchtime 1x: one iteration runs every
+// round.
+
+const (
+	coldStartRounds = 15 // rounds of coldStartPairs execs of each binary
+	coldStartPairs  = 10
+	rssRounds       = 7
+)
+
+// goHelloSource is the baseline of cold start: a Go hello-world.
+const goHelloSource = `package main
+
+import "fmt"
+
+func main() { fmt.Println("hello, world") }
+`
+
+// bareServerSource is the baseline of idle RSS: net/http decoding the
+// request's JSON and answering as the sealed serve workflow does, with
+// kiln's timeouts, and stopping on SIGTERM.
+const bareServerSource = `package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	srv := &http.Server{
+		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var in map[string]any
+			if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&in); err != nil {
+				http.Error(w, "bad body", http.StatusBadRequest)
+				return
+			}
+			event, _ := in["event"].(string)
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, ` + "`" + `{"ok":true,"event":"` + "`" + `+event+` + "`" + `"}` + "`" + `)
+		}),
+	}
+	go func() { _ = srv.Serve(ln) }()
+	fmt.Fprintf(os.Stderr, "msg=listening addr=%s\n", ln.Addr())
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, os.Interrupt)
+	<-stop
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(ctx)
+}
+`
+
+// serveWorkflow is the sealed serve binary of BenchmarkIdleRSS.
+const serveWorkflow = `name = "rss"
+
+[[start_nodes]]
+name = "main"
+source = "http"
+
+[[nodes]]
+id = "ok"
+type = "respond"
+input_from = "trigger"
+body_template = '{"ok":true,"event":"{{event}}"}'
+
+[[http_routes]]
+method = "POST"
+path = "/hook"
+start_node = "main"
+`
+
+// buildGo builds a one-file main package the way gen.Build builds a
+// sealed program: CGO_ENABLED=0, -trimpath, no VCS stamp, stripped.
+func buildGo(b *testing.B, source, out string) {
+	b.Helper()
+	dir := b.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(source), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module baseline\n\ngo 1.26\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid=", "-o", out, ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("go build: %v\n%s", err, msg)
+	}
+}
+
+// ratios holds one measurement per round of two programs, A (kiln) and
+// B (the baseline).
+type ratios struct{ a, b []float64 }
+
+func (r *ratios) add(a, b float64) { r.a, r.b = append(r.a, a), append(r.b, b) }
+
+// report logs every round and reports the median ratio A/B with min and
+// max, and the medians of A and B.
+func (r *ratios) report(b *testing.B, what, unit string, scale float64, target float64) {
+	per := make([]float64, len(r.a))
+	rounds := make([]string, len(r.a))
+	for i := range r.a {
+		per[i] = r.a[i] / r.b[i]
+		rounds[i] = fmt.Sprintf("%.0f/%.0f=%.2f", r.a[i]/scale, r.b[i]/scale, per[i])
+	}
+	med, lo, hi := medianMinMax(per)
+	am, _, _ := medianMinMax(r.a)
+	bm, _, _ := medianMinMax(r.b)
+	verdict := "meets"
+	if med > target {
+		verdict = "ABOVE"
+	}
+	b.Logf("%s rounds (kiln/baseline %s): %s", what, unit, strings.Join(rounds, " "))
+	b.Logf("%s: median kiln %.0f %s, baseline %.0f %s; ratio median %.2f (min %.2f, max %.2f), %s the %.1fx target",
+		what, am/scale, unit, bm/scale, unit, med, lo, hi, verdict, target)
+	b.ReportMetric(med, what+"-ratio")
+	b.ReportMetric(am/scale, what+"-kiln-"+unit)
+	b.ReportMetric(bm/scale, what+"-base-"+unit)
+}
+
+func medianMinMax(xs []float64) (med, lo, hi float64) {
+	s := slices.Sorted(slices.Values(xs))
+	n := len(s)
+	med = s[n/2]
+	if n%2 == 0 {
+		med = (s[n/2-1] + s[n/2]) / 2
+	}
+	return med, s[0], s[n-1]
+}
+
+func median(xs []float64) float64 { m, _, _ := medianMinMax(xs); return m }
+
+// execTime runs cmd to its exit and returns the wall time from exec and
+// the CPU time (user + system) it used.
+func execTime(b *testing.B, cmd *exec.Cmd) (wall, cpu time.Duration) {
+	t0 := time.Now()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("%s: %v\n%s", cmd.Path, err, out)
+	}
+	wall = time.Since(t0)
+	return wall, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+}
+
+// BenchmarkColdStart: exec to exit of the sealed hello (it reads $USER,
+// renders a line and writes it, with fsync, under /tmp/kiln-hello, its
+// policy's only writable place) against a Go hello-world. The sealed
+// hello's --dry-run (the same start-up, nothing written) is reported too.
+func BenchmarkColdStart(b *testing.B) {
+	dir := b.TempDir()
+	hello := filepath.Join(dir, "hello")
+	if _, err := gen.Build(context.Background(), gen.BuildOptions{Workflow: helloWorkflow(b), Output: hello, KilnSource: repoRoot(b)}); err != nil {
+		b.Fatal(err)
+	}
+	goHello := filepath.Join(dir, "gohello")
+	buildGo(b, goHelloSource, goHello)
+	out := filepath.Join("/tmp/kiln-hello", "coldstart-"+filepath.Base(dir)+".txt")
+	b.Cleanup(func() { os.Remove(out) })
+	input := filepath.Join(dir, "input.json")
+	if err := os.WriteFile(input, []byte(`{"output_path":"`+out+`"}`), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	sealed := func(args ...string) *exec.Cmd {
+		cmd := exec.Command(hello, append([]string{"--input", input, "--quiet"}, args...)...)
+		cmd.Env = append(os.Environ(), "USER=coldstart")
+		return cmd
+	}
+	var wall, cpu, dryWall ratios
+	for b.Loop() {
+		for range coldStartRounds {
+			var kw, kc, bw, bc, dw, dbw []float64
+			for range coldStartPairs {
+				w, c := execTime(b, exec.Command(goHello))
+				bw, bc = append(bw, float64(w)), append(bc, float64(c))
+				w, c = execTime(b, sealed())
+				kw, kc = append(kw, float64(w)), append(kc, float64(c))
+				w, _ = execTime(b, exec.Command(goHello))
+				dbw = append(dbw, float64(w))
+				w, _ = execTime(b, sealed("--dry-run"))
+				dw = append(dw, float64(w))
+			}
+			wall.add(median(kw), median(bw))
+			cpu.add(median(kc), median(bc))
+			dryWall.add(median(dw), median(dbw))
+		}
+	}
+	wall.report(b, "coldstart", "µs", 1e3, 1.5)
+	cpu.report(b, "coldstart-cpu", "µs", 1e3, 1.5)
+	dryWall.report(b, "coldstart-dryrun", "µs", 1e3, 1.5)
+}
+
+// BenchmarkIdleRSS: VmRSS of a sealed serve binary (one respond route, no
+// [policy]) and of a bare net/http server, each started, sent one request
+// on loopback and read; alternating rounds.
+func BenchmarkIdleRSS(b *testing.B) {
+	dir := b.TempDir()
+	wf := filepath.Join(dir, "workflow.toml")
+	if err := os.WriteFile(wf, []byte(serveWorkflow), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	sealed := filepath.Join(dir, "serve")
+	if _, err := gen.Build(context.Background(), gen.BuildOptions{Workflow: wf, Output: sealed, KilnSource: repoRoot(b)}); err != nil {
+		b.Fatal(err)
+	}
+	bare := filepath.Join(dir, "bare")
+	buildGo(b, bareServerSource, bare)
+	var rss ratios
+	for b.Loop() {
+		for range rssRounds {
+			base := idleRSS(b, exec.Command(bare))
+			kiln := idleRSS(b, exec.Command(sealed, "--bind", "127.0.0.1:0", "--state-dir", b.TempDir()))
+			rss.add(float64(kiln), float64(base))
+		}
+	}
+	rss.report(b, "idle-rss", "KiB", 1, 1.3)
+}
+
+var listenAddr = regexp.MustCompile(`addr=(127\.0\.0\.1:[0-9]+)`)
+
+// idleRSS starts cmd, waits for the address it logs on stderr, sends one
+// request, reads VmRSS (KiB) and stops the process with SIGTERM.
+func idleRSS(b *testing.B, cmd *exec.Cmd) int {
+	b.Helper()
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}()
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if m := listenAddr.FindStringSubmatch(sc.Text()); m != nil {
+				addr <- m[1]
+				break
+			}
+		}
+		_, _ = io.Copy(io.Discard, stderr) // keep the pipe drained until exit
+	}()
+	var a string
+	select {
+	case a = <-addr:
+	case <-time.After(30 * time.Second):
+		b.Fatalf("%s logged no listening address in 30 s", cmd.Path)
+	}
+	client := &http.Client{Timeout: 30 * time.Second}
+	res, err := client.Post("http://"+a+"/hook", "application/json", strings.NewReader(`{"event":"ping","n":1}`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || string(body) != `{"ok":true,"event":"ping"}` {
+		b.Fatalf("%s replied %d %q", cmd.Path, res.StatusCode, body)
+	}
+	client.CloseIdleConnections()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^VmRSS:\s+([0-9]+) kB`).FindSubmatch(status)
+	if m == nil {
+		b.Fatalf("no VmRSS in /proc/%d/status", cmd.Process.Pid)
+	}
+	kib, _ := strconv.Atoi(string(m[1]))
+	return kib
+}
