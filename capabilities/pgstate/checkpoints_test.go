@@ -244,6 +244,17 @@ func TestCheckpointsAreRedactedAndChecked(t *testing.T) {
 	if _, err := s.Claim(ctx, "../x"); err == nil {
 		t.Fatal("an invalid run id was claimed")
 	}
+
+	// The claim of a run whose replica died before its first checkpoint
+	// is swept once its lease is long gone; a live one stays.
+	sqlExec(t, dsn, `INSERT INTO kiln_checkpoints (run_id, owner, lease_until) VALUES ('dead', 'x', now() - interval '2 hours')`)
+	if _, err := s.Claim(ctx, "live"); err != nil {
+		t.Fatal(err)
+	}
+	s.Sweep(ctx)
+	if n := query[int64](t, dsn, `SELECT count(*) FROM kiln_checkpoints WHERE data IS NULL`); n != 1 {
+		t.Fatalf("%d checkpoint-less claims after the sweep, want the live one", n)
+	}
 }
 
 func waitFor(t *testing.T, limit time.Duration, what string, ok func() bool) {

@@ -290,8 +290,8 @@ func (s *Store) Abandon(ctx context.Context, scope, key string) error {
 	return nil
 }
 
-// Sweep deletes expired replies and day-old ticks, a bounded batch per
-// call.
+// Sweep deletes expired replies, day-old ticks and dead runs' claims
+// that never checkpointed, a bounded batch of each per call.
 func (s *Store) Sweep(ctx context.Context) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
@@ -299,6 +299,10 @@ func (s *Store) Sweep(ctx context.Context) {
 		SELECT key_hash FROM kiln_claims WHERE state = 'done' AND expires_at <= now() LIMIT 10000)`)
 	_, _ = s.pool.Exec(ctx, `DELETE FROM kiln_ticks WHERE (trigger, slot) IN (
 		SELECT trigger, slot FROM kiln_ticks WHERE slot < now() - interval '1 day' LIMIT 10000)`)
+	// A run claimed by a replica that died before its first checkpoint
+	// leaves a row without one: nobody can resume it, so it goes.
+	_, _ = s.pool.Exec(ctx, `DELETE FROM kiln_checkpoints WHERE run_id IN (
+		SELECT run_id FROM kiln_checkpoints WHERE data IS NULL AND lease_until < now() - interval '1 hour' LIMIT 10000)`)
 }
 
 // ClaimTick is true for exactly one replica per (trigger, slot): the one
