@@ -3,6 +3,7 @@ package http
 import (
 	"encoding/json"
 	"errors"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -97,6 +98,11 @@ func TestPathParameters(t *testing.T) {
 		if r.header.Get("Allow") != tc.allow {
 			t.Errorf("%s %s: Allow %q, want %q", tc.method, tc.path, r.header.Get("Allow"), tc.allow)
 		}
+	}
+	// As ServeMux does, /exact is redirected to the declared /exact/.
+	ts.Client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	if r := ts.do(t, "POST", "/exact?x=1", `{}`).expect(t, 307); r.header.Get("Location") != "/exact/?x=1" {
+		t.Errorf("redirect to %q", r.header.Get("Location"))
 	}
 }
 
