@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -26,6 +27,8 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/kilnworks/kiln/capabilities/llm/mock"
+	"github.com/kilnworks/kiln/gen"
+	"github.com/kilnworks/kiln/runtime/confine"
 	"github.com/kilnworks/kiln/runtime/testtool"
 
 	// Families the examples use beyond those child_test.go links.
@@ -238,11 +241,44 @@ func post(t *testing.T, url, body string, header map[string]string) (int, string
 	return resp.StatusCode, string(data)
 }
 
+// confinedExamples are the examples TestExamplesConfined runs.
+var confinedExamples = []string{"hello", "nightly-report", "fanout", "rego-policy", "approval", "classifier",
+	"cron-poller", "mcp-reconcile", "triage-agent", "webhook", "voice"}
+
+// TestEveryExampleWithAPolicyIsConfined: a new example with a [policy]
+// cannot be left out of TestExamplesConfined unnoticed.
+func TestEveryExampleWithAPolicyIsConfined(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(testtool.RepoRoot(t), "examples", "*", "workflow.toml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples: %v", err)
+	}
+	for _, f := range files {
+		wf, err := gen.Load(f, gen.LoadOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		name := filepath.Base(filepath.Dir(f))
+		if confined, _ := confine.Wanted(wf); confined != slices.Contains(confinedExamples, name) {
+			t.Errorf("examples/%s: confined at start-up %v, run by TestExamplesConfined %v", name, confined, !confined)
+		}
+	}
+}
+
 func TestExamplesConfined(t *testing.T) {
 	requireLandlock(t)
 	root := testtool.RepoRoot(t)
+	var ran []string // the subtests, which must be confinedExamples
+	subtest := func(name string, f func(t *testing.T)) {
+		ran = append(ran, name)
+		t.Run(name, f)
+	}
+	defer func() {
+		if !slices.Equal(ran, confinedExamples) {
+			t.Errorf("ran %v, want every one of %v", ran, confinedExamples)
+		}
+	}()
 
-	t.Run("hello", func(t *testing.T) {
+	subtest("hello", func(t *testing.T) {
 		// hello's fs.write is /tmp/kiln-hello/**: leave that as it was
 		// found (the example is run as it is).
 		out := filepath.Join("/tmp/kiln-hello", "sandbox-test-"+filepath.Base(t.TempDir())+".txt")
@@ -264,7 +300,7 @@ func TestExamplesConfined(t *testing.T) {
 		}
 	})
 
-	t.Run("nightly-report", func(t *testing.T) {
+	subtest("nightly-report", func(t *testing.T) {
 		// Shell probes (uptime, uname) in child workflows.
 		reportDir := filepath.Join(t.TempDir(), "report")
 		dir := exampleCopy(t, "nightly-report", "/var/tmp/kiln-report", reportDir)
@@ -277,7 +313,7 @@ func TestExamplesConfined(t *testing.T) {
 		}
 	})
 
-	t.Run("fanout", func(t *testing.T) {
+	subtest("fanout", func(t *testing.T) {
 		input := filepath.Join(t.TempDir(), "input.json")
 		writeFile(t, input, `{"items":[{"name":"a","size":3},{"name":"b","size":40}]}`)
 		run := runExample(t, filepath.Join(root, "examples/fanout/workflow.toml"), []string{"--input", input})
@@ -287,7 +323,7 @@ func TestExamplesConfined(t *testing.T) {
 		}
 	})
 
-	t.Run("rego-policy", func(t *testing.T) {
+	subtest("rego-policy", func(t *testing.T) {
 		base := t.TempDir()
 		dir := exampleCopy(t, "rego-policy", "/tmp/kiln-rego", base)
 		mkdir(t, base+"/data/safe")
@@ -309,7 +345,7 @@ func TestExamplesConfined(t *testing.T) {
 		}
 	})
 
-	t.Run("approval", func(t *testing.T) {
+	subtest("approval", func(t *testing.T) {
 		base := t.TempDir()
 		dir := exampleCopy(t, "approval", "/tmp/kiln-approval", base)
 		writeFile(t, base+"/plan.txt", "the plan")
@@ -335,7 +371,7 @@ func TestExamplesConfined(t *testing.T) {
 		}
 	})
 
-	t.Run("classifier", func(t *testing.T) {
+	subtest("classifier", func(t *testing.T) {
 		// The intelligence backend: kiln's intel mock on a Unix socket,
 		// answering from the example's own script.
 		sock := intelMock(t, filepath.Join(root, "examples/classifier/intel-mock.toml"))
@@ -348,7 +384,7 @@ func TestExamplesConfined(t *testing.T) {
 		}
 	})
 
-	t.Run("cron-poller", func(t *testing.T) {
+	subtest("cron-poller", func(t *testing.T) {
 		// The status endpoint: HTTPS on loopback, trusted through
 		// SSL_CERT_FILE (which the ruleset grants for reading).
 		const token = "status-token-8c2d"
@@ -374,7 +410,7 @@ func TestExamplesConfined(t *testing.T) {
 		}
 	})
 
-	t.Run("mcp-reconcile", func(t *testing.T) {
+	subtest("mcp-reconcile", func(t *testing.T) {
 		// tickets-mcp: this test binary as a stdio MCP server, started
 		// inside the domain; the desired state moves from /etc/kiln.
 		desired := t.TempDir()
@@ -395,7 +431,7 @@ func TestExamplesConfined(t *testing.T) {
 		}
 	})
 
-	t.Run("triage-agent", func(t *testing.T) {
+	subtest("triage-agent", func(t *testing.T) {
 		// Serve mode: a file dropped into the inbox (fs_watch) starts the
 		// agent (the intel mock answers from the example's script: read the
 		// file, write the .triage note, finish), whose event starts the
@@ -440,7 +476,7 @@ func TestExamplesConfined(t *testing.T) {
 		}
 	})
 
-	t.Run("webhook", func(t *testing.T) {
+	subtest("webhook", func(t *testing.T) {
 		const secret = "webhook-secret-5b1e"
 		base, stderr := serveExample(t, filepath.Join(root, "examples/webhook/workflow.toml"), []string{"--state-dir", t.TempDir()}, "GITHUB_WEBHOOK_SECRET="+secret)
 		body := `{"action":"opened","pull_request":{"number":7},"sender":{"login":"octo"}}`
@@ -459,7 +495,7 @@ func TestExamplesConfined(t *testing.T) {
 		}
 	})
 
-	t.Run("voice", func(t *testing.T) {
+	subtest("voice", func(t *testing.T) {
 		base, stderr := serveExample(t, filepath.Join(root, "examples/voice/workflow.toml"), nil, "TWILIO_WEBHOOK_CREDS=twilio:secret")
 		req, _ := http.NewRequest("POST", base+"/voice/incoming", strings.NewReader("SpeechResult=hello+there"))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
