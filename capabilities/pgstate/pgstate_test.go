@@ -56,7 +56,8 @@ func TestConfigForBindsTheDeclaredHost(t *testing.T) {
 
 // TestExtensionSharesClaimsAndReportsReadiness: a workflow with [state]
 // backend = "postgres" gets the shared store through the extension (its
-// keyed route's claims land in the database), and /readyz's reason
+// keyed route's claims land in the database; it is the checkpoint and
+// run store too), and /readyz's reason
 // appears while the database is away and clears when it is back.
 func TestExtensionSharesClaimsAndReportsReadiness(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
@@ -91,6 +92,12 @@ lease_secs = 3
 	store, ok := runtime.ClaimStoreFor(h.Engine).(*Store)
 	if !ok {
 		t.Fatal("the extension did not install the shared store")
+	}
+	if cs, _ := runtime.CheckpointStoreFor(h.Engine).(*Store); cs != store {
+		t.Fatal("the extension did not install the shared checkpoint store")
+	}
+	if rs, _ := runtime.RunStoreFor(h.Engine).(*Store); rs != store {
+		t.Fatal("the extension did not install the shared run store")
 	}
 	if c, err := store.Begin(context.Background(), "POST /hook", "x"); err != nil || c.Outcome != runtime.ClaimRun {
 		t.Fatalf("%+v %v", c, err)
