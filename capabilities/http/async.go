@@ -211,6 +211,12 @@ func (s *Server) serveRunStatus(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// Every async route's auth is checked whatever the id, so the work
+	// done (and its time) does not depend on whether a record exists.
+	failed, code := s.checkAsyncAuth(w, r)
+	if code != 0 {
+		return
+	}
 	guards := s.asyncAuthRefs()
 	var owner *route
 	if found {
@@ -219,8 +225,12 @@ func (s *Server) serveRunStatus(w http.ResponseWriter, r *http.Request) {
 			guards = []string{owner.authRef}
 		}
 	}
-	if code := s.guardRun(w, r, guards); code != 0 {
-		return
+	for _, ref := range guards {
+		if err := failed[ref]; err != nil {
+			s.audit.Warn("http.auth_denied", "route", httpspec.RunsPath, "auth", ref, "detail", err.Error(), "remote", r.RemoteAddr)
+			writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "unauthorized"})
+			return
+		}
 	}
 	if owner == nil {
 		writeJSON(w, http.StatusNotFound, map[string]any{"error": "not found"})
@@ -243,27 +253,30 @@ func (s *Server) serveRunStatus(w http.ResponseWriter, r *http.Request) {
 	write(w, http.StatusOK, "application/json", body)
 }
 
-// guardRun checks the request against each auth ref ("" = open) and
-// answers the first failure; 0 means every one passed.
-func (s *Server) guardRun(w http.ResponseWriter, r *http.Request, refs []string) int {
+// checkAsyncAuth verifies the request against every async route's auth
+// and returns the refs it failed, with why. Two credentials in one
+// request are a 400, as on the routes (then code is that status, already
+// answered).
+func (s *Server) checkAsyncAuth(w http.ResponseWriter, r *http.Request) (failed map[string]error, code int) {
 	verifiers := *s.verifiers.Load()
-	for _, ref := range refs {
+	failed = map[string]error{}
+	for _, ref := range s.asyncAuthRefs() {
 		if ref == "" {
 			continue
 		}
 		if err := singleCredential(r.Header); err != nil {
 			s.audit.Warn("http.auth_denied", "route", httpspec.RunsPath, "auth", ref, "detail", err.Error(), "remote", r.RemoteAddr)
-			return writeJSON(w, http.StatusBadRequest, map[string]any{"error": "bad request", "detail": err.Error()})
+			return nil, writeJSON(w, http.StatusBadRequest, map[string]any{"error": "bad request", "detail": err.Error()})
 		}
 		if _, err := verifiers[ref].Verify(r, nil); err != nil {
-			s.audit.Warn("http.auth_denied", "route", httpspec.RunsPath, "auth", ref, "detail", err.Error(), "remote", r.RemoteAddr)
-			return writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "unauthorized"})
+			failed[ref] = err
 		}
 	}
-	return 0
+	return failed, 0
 }
 
-// asyncAuthRefs are the distinct auth refs of the async routes, sorted.
+// asyncAuthRefs are the distinct auth refs of the async routes, sorted
+// ("" for an open one).
 func (s *Server) asyncAuthRefs() []string {
 	set := map[string]bool{}
 	for _, rt := range s.routes {
