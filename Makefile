@@ -73,12 +73,15 @@ cosign:
 # package's efficacy (killed / (killed + lived)) and fails when one is
 # under MUTATE_MIN.
 # Surviving mutants that are equivalent are listed in docs/testing.md.
+# Packages in MUTATE_HOOKED are tested with the kiln_testhooks tag, as
+# make test does (the sandbox's checks-off tests need it).
 GREMLINS_VERSION := v0.6.0
 MUTATE_MIN ?= 90
 MUTATE_PKGS ?= runtime/policy capabilities/internal/beneath runtime=redact.go,secret.go,audit.go \
 	runtime/sealed gen/supply capabilities/http=auth.go,idempotency.go capabilities/httpclient \
 	capabilities/internal/netguard runtime/needs runtime/cli=preflight.go capabilities/secrets \
-	capabilities/sandbox capabilities/rego
+	capabilities/sandbox capabilities/rego capabilities/rego/compile
+MUTATE_HOOKED ?= capabilities/sandbox
 .PHONY: gremlins mutate
 gremlins:
 	@mkdir -p $(BIN)
@@ -90,17 +93,21 @@ mutate: gremlins
 	@log=$$(mktemp -d); trap 'rm -rf "$$log"' EXIT; trap 'exit 130' INT TERM; fail=0; table=""; \
 	for spec in $(MUTATE_PKGS); do \
 		pkg=$${spec%%=*}; keep=""; [ "$$pkg" = "$$spec" ] || keep=",$${spec#*=},"; \
-		if ! ls $$pkg/*.go >/dev/null 2>&1; then table="$$table$$(printf '%-32s %s' $$pkg 'not in this tree')\n"; continue; fi; \
+		if ! ls $$pkg/*.go >/dev/null 2>&1; then table="$$table$$(printf '%-44s %s' $$pkg 'not in this tree')\n"; continue; fi; \
 		excl="-E /"; if [ -n "$$keep" ]; then for f in $$pkg/*.go; do \
 			b=$${f##*/}; case "$$keep" in *",$$b,"*) ;; *) excl="$$excl -E ^$$b\$$";; esac; done; fi; \
+		tags=""; case " $(MUTATE_HOOKED) " in *" $$pkg "*) tags="--tags kiln_testhooks";; esac; \
 		echo "== $$spec"; \
-		$(BIN)/gremlins unleash --workers 1 --timeout-coefficient 5 $$excl ./$$pkg 2>&1 | tee $$log/out | grep -Ev '^ +KILLED '; \
+		$(BIN)/gremlins unleash --workers 1 --timeout-coefficient 10 $$tags $$excl ./$$pkg 2>&1 | tee $$log/out | grep -Ev '^ +KILLED '; \
 		eff=$$(sed -n 's/^Test efficacy: \([0-9.]*\)%.*/\1/p' $$log/out); \
+		counts=$$(sed -n 's/^Killed: \([0-9]*\), Lived: \([0-9]*\), Not covered: \([0-9]*\).*/\1 \2 \3/p' $$log/out); \
+		tout=$$(sed -n 's/^Timed out: \([0-9]*\),.*/\1/p' $$log/out); \
 		if [ -z "$$eff" ]; then eff="no result"; fail=1; \
 		elif awk "BEGIN{exit !($$eff < $(MUTATE_MIN))}"; then fail=1; fi; \
-		table="$$table$$(printf '%-32s %s' $$spec "$$eff")\n"; \
+		set -- $$counts - - -; \
+		table="$$table$$(printf '%-44s %6s %5s %9s %11s  %s' $$spec $$1 $$2 "$${tout:--}" $$3 "$$eff")\n"; \
 	done; \
-	printf '\n%-32s %s\n' package efficacy%; printf "$$table"; \
+	printf '\n%-44s %6s %5s %9s %11s  %s\n' package killed lived 'timed out' 'not covered' efficacy%; printf "$$table"; \
 	[ $$fail = 0 ] || { echo "mutate: a package is under $(MUTATE_MIN)% efficacy (or gave no result)"; exit 1; }
 
 # lint: staticcheck's correctness, simplification and unused-code checks
