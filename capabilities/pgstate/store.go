@@ -1,9 +1,11 @@
-// Package pgstate is the PostgreSQL state backend: idempotency claims and
-// recorded replies shared by every replica of a sealed binary, so N
-// replicas behind a load balancer run each keyed request once. Claims
-// carry leases that the holding replica renews; a replica that dies
-// stops renewing and its claims are taken over once the lease has run out.
-// See docs/scaling.md.
+// Package pgstate is the PostgreSQL state backend shared by every replica
+// of a sealed binary: idempotency claims and recorded replies (N replicas
+// behind a load balancer run each keyed request once), schedule ticks
+// (one fire per tick), checkpoints with the owner of each executing run
+// (a run resumes on any replica) and async run records. Claims and run
+// owners carry leases that the holding replica renews; a replica that
+// dies stops renewing and its claims and runs are taken over once the
+// lease has run out. See docs/scaling.md.
 package pgstate
 
 import (
