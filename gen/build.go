@@ -92,7 +92,6 @@ type BuildResult struct {
 	SHA256    string // hex digest of the binary
 	Size      int64
 	Manifest  []byte // the embedded manifest JSON
-	Tags      []string
 	GoVersion string
 	Source    *KilnSource
 	Elapsed   time.Duration
@@ -127,7 +126,7 @@ const sealedModulePrefix = "kiln.local/sealed/"
 
 // Build generates the sealed program of a workflow into a temporary module
 // and compiles it: `go build -trimpath -buildvcs=false -ldflags='-s -w
-// -buildid=' -tags kiln_custom,kiln_<family>...` with CGO_ENABLED=0. The
+// -buildid='` with CGO_ENABLED=0, no build tags (the generated imports prune). The
 // binary depends only on its inputs and the toolchain, not on where
 // anything lives.
 func Build(ctx context.Context, opts BuildOptions) (*BuildResult, error) {
@@ -213,8 +212,7 @@ func Build(ctx context.Context, opts BuildOptions) (*BuildResult, error) {
 	progress("generated %d files with kiln from %s (%s)", len(out.Files), src.Dir, src.How)
 
 	bin := filepath.Join(tmp, "bin", "sealed")
-	args := []string{"build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid=",
-		"-tags", strings.Join(plan.Tags, ","), "-o", bin, "."}
+	args := []string{"build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid=", "-o", bin, "."}
 	progress("compiling with %s: %s", goVersion, ShellJoin(append([]string{"go"}, args...)...))
 	cmd := goCommand(ctx, modDir, args...)
 	cmd.Env = append(cmd.Env, opts.Env...)
@@ -263,7 +261,6 @@ func Build(ctx context.Context, opts BuildOptions) (*BuildResult, error) {
 		SHA256:    hex.EncodeToString(sum[:]),
 		Size:      int64(len(data)),
 		Manifest:  out.Files[FileManifestJSON],
-		Tags:      plan.Tags,
 		GoVersion: goVersion,
 		Source:    src,
 		Elapsed:   time.Since(start),

@@ -95,17 +95,19 @@ func Inspect(path string) (*Inspection, error) {
 
 // check compares build tags, manifest and linked packages. What proves
 // pruning is what is linked: no capability package of a family the
-// manifest does not list. A binary built with kiln's tags (kiln build)
-// must have the manifest's tags; one built without any (go generate, then
-// a plain go build of the generated package, which imports exactly the
-// manifest's families) must link exactly the manifest's families.
+// manifest does not list. The generated package imports exactly the
+// manifest's families and registers the kinds it uses, so kiln build and
+// a plain go build link the same packages, and tags change nothing: the
+// binary must link exactly the manifest's families. Only a manifest that
+// lists build tags (a binary from a kiln that built with -tags
+// kiln_custom,kiln_<family>...) has its tags compared as well.
 func (in *Inspection) check() {
 	m := in.Manifest
 	listed := map[string]bool{}
 	for _, id := range m.FamilyIDs() {
 		listed[id] = true
 	}
-	if kilnTags(in.Tags) {
+	if len(m.BuildTags) > 0 && kilnTags(in.Tags) {
 		if !slices.Equal(sortedCopy(in.Tags), sortedCopy(m.BuildTags)) {
 			in.Problems = append(in.Problems, fmt.Sprintf("build tags disagree: the binary was built with -tags %q, the manifest says %q",
 				strings.Join(in.Tags, ","), strings.Join(m.BuildTags, ",")))
@@ -116,7 +118,7 @@ func (in *Inspection) check() {
 		if !slices.Equal(in.TagFamilies, catalogOrder(m.FamilyIDs())) {
 			in.Problems = append(in.Problems, fmt.Sprintf("families disagree: the build tags compile in %v, the manifest lists %v", in.TagFamilies, m.FamilyIDs()))
 		}
-	} else if want := catalogOrder(m.FamilyIDs()); !slices.Equal(in.LinkedFamilies, want) {
+	} else if want := in.mustLink(); !slices.Equal(in.LinkedFamilies, want) {
 		in.Problems = append(in.Problems, fmt.Sprintf("families disagree: a build without kiln's tags links %v, the manifest lists %v", in.LinkedFamilies, want))
 	}
 	for _, id := range in.LinkedFamilies {
@@ -125,6 +127,23 @@ func (in *Inspection) check() {
 			in.Problems = append(in.Problems, fmt.Sprintf("capability package %s is linked into the binary but the manifest does not list family %s", f.Package, id))
 		}
 	}
+}
+
+// mustLink lists, in catalog order, the manifest's families a binary
+// without kiln's tags must link: all of them, except an always-listed
+// family (control) of which the workflow uses no node kind. Families
+// register no kind themselves, so nothing references such a family and
+// the linker rightly leaves it out; when it is linked anyway, it counts.
+func (in *Inspection) mustLink() []string {
+	var ids []string
+	for _, id := range in.Manifest.FamilyIDs() {
+		f, known := catalog.Lookup(id)
+		unused := known && f.Always && !slices.ContainsFunc(f.NodeKinds, func(k string) bool { return slices.Contains(in.Manifest.NodeKinds, k) })
+		if !unused || slices.Contains(in.LinkedFamilies, id) {
+			ids = append(ids, id)
+		}
+	}
+	return catalogOrder(ids)
 }
 
 // kilnTags reports whether any of a build's tags is one of kiln's.

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kilnworks/kiln/capabilities/catalog"
 	"github.com/kilnworks/kiln/gen"
 	"github.com/kilnworks/kiln/runtime/manifest"
 	"github.com/kilnworks/kiln/runtime/testtool"
@@ -100,7 +101,7 @@ func TestBuildHello(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.GoVersion != res.GoVersion || !reflect.DeepEqual(m.BuildTags, res.Tags) || m.Workflow.Name != "hello" {
+	if m.GoVersion != res.GoVersion || len(m.BuildTags) != 0 || m.Workflow.Name != "hello" {
 		t.Errorf("manifest %+v", m)
 	}
 
@@ -111,8 +112,9 @@ func TestBuildHello(t *testing.T) {
 	if !in.OK() {
 		t.Errorf("inspect problems: %v", in.Problems)
 	}
-	if !reflect.DeepEqual(in.LinkedFamilies, res.Plan.Families) || !reflect.DeepEqual(in.TagFamilies, res.Plan.Families) {
-		t.Errorf("linked %v, tags %v", in.LinkedFamilies, in.TagFamilies)
+	// kiln build passes no build tags: the generated imports prune.
+	if !reflect.DeepEqual(in.LinkedFamilies, res.Plan.Families) || len(in.Tags) != 0 {
+		t.Errorf("linked %v, tags %v", in.LinkedFamilies, in.Tags)
 	}
 	for _, p := range in.Packages {
 		// capabilities/spec holds the types every family's checks share,
@@ -165,12 +167,11 @@ func mustRead(t testing.TB, path string) []byte {
 	return data
 }
 
-// deps lists the packages a generated program links, with the plan's
-// build tags, without building it.
+// deps lists the packages a generated program links, without building it.
 func deps(t *testing.T, plan *gen.Plan) []string {
 	t.Helper()
 	modDir, _ := genModule(t, plan, "main")
-	out := goRun(t, modDir, nil, "list", "-deps", "-tags", strings.Join(plan.Tags, ","), ".")
+	out := goRun(t, modDir, nil, "list", "-deps", ".")
 	return strings.Fields(out)
 }
 
@@ -299,10 +300,10 @@ protocol = "http/protobuf"
 }
 
 // TestInspectFindsDisagreements builds the hello program without tags
-// (accepted: its imports prune it) and the wrong ways: with a tag the
-// manifest does not list, and with a capability package imported that the
-// manifest does not list (with and without tags). kiln inspect must
-// notice each wrong one.
+// (accepted: its imports prune it), with kiln's old tags and an extra one
+// (accepted: tags change nothing the generated package links), and the
+// wrong way: with a capability package imported that the manifest does not
+// list (with and without tags). kiln inspect must notice each wrong one.
 func TestInspectFindsDisagreements(t *testing.T) {
 	plan := load(t, helloWorkflow(t), false)
 	modDir, _ := genModule(t, plan, "main")
@@ -327,15 +328,19 @@ func TestInspectFindsDisagreements(t *testing.T) {
 		t.Errorf("untagged build: linked %v, manifest %v, problems %v", in.LinkedFamilies, plan.Families, in.Problems)
 	}
 
-	in = build("extra-tag", append(slices.Clone(plan.Tags), "kiln_shell"))
-	if in.OK() || !strings.Contains(strings.Join(in.Problems, "\n"), "families disagree") {
-		t.Errorf("extra tag: problems %v", in.Problems)
+	oldTags, err := catalog.Tags(append(slices.Clone(plan.Families), "shell"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in = build("extra-tag", oldTags)
+	if !in.OK() || !slices.Equal(in.LinkedFamilies, plan.Families) {
+		t.Errorf("tagged build: linked %v, manifest %v, problems %v", in.LinkedFamilies, plan.Families, in.Problems)
 	}
 
 	// A family that registers an extension from init (a pruned build
 	// leaves out a family whose init would only register node kinds).
 	writeFile(t, filepath.Join(modDir, "smuggled.go"), []byte("package main\n\nimport _ \"github.com/kilnworks/kiln/capabilities/event\"\n"))
-	in = build("smuggled", plan.Tags)
+	in = build("smuggled", oldTags)
 	if in.OK() || !strings.Contains(strings.Join(in.Problems, "\n"), "capabilities/event is linked into the binary but the manifest does not list family event") {
 		t.Errorf("smuggled package: problems %v", in.Problems)
 	}

@@ -291,9 +291,9 @@ func (e *emitter) workflowFile() error {
 }
 
 // capabilitiesFile imports the planned families and registers the node
-// kinds the tree uses (its nodes' and its agent loops' tools) when
-// runtime.ProgramRegistersKinds: in a pruned build the families register
-// none, so the code of every kind no node uses is left out.
+// kinds the tree uses (its nodes' and its agent loops' tools). Families
+// register no kind themselves, so the code of every kind no node uses is
+// left out of any build of the generated package, with or without tags.
 func (e *emitter) capabilitiesFile() error {
 	f := e.newFile()
 	kinds := map[string][]string{} // family package -> kinds used
@@ -315,10 +315,9 @@ func (e *emitter) capabilitiesFile() error {
 		}
 	}
 	if len(register) > 0 {
-		f.Comment("init registers the node kinds the workflow uses, in a pruned build")
-		f.Comment("(-tags kiln_custom); any other build registers every kind of the")
-		f.Comment("imported families.")
-		f.Func().Id("init").Params().Block(jen.If(jen.Qual(runtimePkg, "ProgramRegistersKinds")).Block(register...))
+		f.Comment("init registers the node kinds the workflow uses and no other: the")
+		f.Comment("families register none, so the linker leaves the others' code out.")
+		f.Func().Id("init").Params().Block(register...)
 	}
 	return e.render(FileCapabilities, f)
 }

@@ -14,7 +14,9 @@ import (
 
 // TestKindVars: for every node kind of the catalog, its family package
 // declares the runtime.NodeKind variable capabilities_gen.go registers
-// (kindVar), and that variable is the handler of exactly that kind.
+// (kindVar), and that variable is the handler of exactly that kind; every
+// family with node kinds has the func RegisterKinds() capabilities/all
+// calls.
 func TestKindVars(t *testing.T) {
 	if got := kindVar("read_mcp_resource"); got != "KindReadMCPResource" {
 		t.Errorf("kindVar(read_mcp_resource) = %s", got)
@@ -42,6 +44,15 @@ func TestKindVars(t *testing.T) {
 	}
 	for _, f := range catalog.Families {
 		pkg := byPath[f.Package]
+		if len(f.NodeKinds) > 0 {
+			fn, ok := pkg.Types.Scope().Lookup("RegisterKinds").(*types.Func)
+			if !ok || fn.Type().String() != "func()" {
+				t.Errorf("%s: no func RegisterKinds()", f.Package)
+			}
+			if call := registersFromInit(pkg); call != "" {
+				t.Errorf("%s: init calls %s: a family registers no node kind itself, or every build links all its kinds", f.Package, call)
+			}
+		}
 		for _, kind := range f.NodeKinds {
 			name := kindVar(kind)
 			obj, ok := pkg.Types.Scope().Lookup(name).(*types.Var)
@@ -54,6 +65,38 @@ func TestKindVars(t *testing.T) {
 			}
 		}
 	}
+}
+
+// registersFromInit returns the first call of a kind registration
+// (RegisterNode, RegisterKinds) inside an init function of pkg, "" if none.
+func registersFromInit(pkg *packages.Package) string {
+	found := ""
+	for _, file := range pkg.Syntax {
+		for _, decl := range file.Decls {
+			fd, ok := decl.(*ast.FuncDecl)
+			if !ok || fd.Recv != nil || fd.Name.Name != "init" || fd.Body == nil {
+				continue
+			}
+			ast.Inspect(fd.Body, func(n ast.Node) bool {
+				call, ok := n.(*ast.CallExpr)
+				if !ok || found != "" {
+					return found == ""
+				}
+				var name string
+				switch fun := call.Fun.(type) {
+				case *ast.Ident:
+					name = fun.Name
+				case *ast.SelectorExpr:
+					name = fun.Sel.Name
+				}
+				if name == "RegisterNode" || name == "RegisterKinds" {
+					found = name + " (" + pkg.Fset.Position(call.Pos()).String() + ")"
+				}
+				return true
+			})
+		}
+	}
+	return found
 }
 
 // kindField returns the Kind field of the composite literal obj is

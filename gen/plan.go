@@ -18,13 +18,12 @@ import (
 )
 
 // Plan is what the generator derives from a validated workflow tree: the
-// capability families to link, their build tags, the input files and the
-// manifest. Emit and Build both work from one Plan.
+// capability families to link, the input files and the manifest. Emit and
+// Build both work from one Plan.
 type Plan struct {
 	Workflow *workflow.Workflow
 	Usage    *catalog.Usage
 	Families []string // catalog order
-	Tags     []string // kiln_custom, kiln_<id>...
 	Inputs   []manifest.Input
 	Manifest *manifest.Manifest
 	// Needs are the effective needs (plan_needs.go); NeedsJSON their
@@ -66,10 +65,6 @@ func NewPlan(wf *workflow.Workflow, opts PlanOptions) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	tags, err := catalog.Tags(proj.Families)
-	if err != nil {
-		return nil, err
-	}
 	inputs, err := planInputs(wf)
 	if err != nil {
 		return nil, err
@@ -83,7 +78,7 @@ func NewPlan(wf *workflow.Workflow, opts PlanOptions) (*Plan, error) {
 		Workflow:       manifest.Workflow{Name: wf.Name, Digest: wf.Digest},
 		KilnVersion:    kv,
 		GoVersion:      opts.GoVersion,
-		BuildTags:      tags,
+		BuildTags:      []string{}, // the generated imports prune; no build tags
 		NodeKinds:      u.NodeKinds,
 		Triggers:       u.Triggers,
 		AuthKinds:      u.AuthKinds,
@@ -97,7 +92,7 @@ func NewPlan(wf *workflow.Workflow, opts PlanOptions) (*Plan, error) {
 		f, _ := catalog.Lookup(id)
 		m.Families = append(m.Families, manifest.Family{ID: f.ID, Package: f.Package, Tag: f.Tag, Keys: f.Keys})
 	}
-	p := &Plan{Workflow: wf, Usage: u, Families: proj.Families, Tags: tags, Inputs: inputs, Manifest: m,
+	p := &Plan{Workflow: wf, Usage: u, Families: proj.Families, Inputs: inputs, Manifest: m,
 		Degraded: proj.Degraded, Unprovided: proj.Unprovided}
 	if err := planNeeds(p, opts.Catalogs); err != nil { // plan_needs.go
 		return nil, err

@@ -141,8 +141,10 @@ func TestDegradedPlan(t *testing.T) {
 	if want := []string{"control", "data", "sandbox"}; !reflect.DeepEqual(p.Families, want) {
 		t.Errorf("families %v, want %v", p.Families, want)
 	}
-	if slices.Contains(p.Tags, "kiln_httpclient") {
-		t.Errorf("tags %v link the forbidden family", p.Tags)
+	for _, f := range p.Manifest.Families {
+		if f.ID == "httpclient" {
+			t.Errorf("the manifest lists the forbidden family: %v", p.Manifest.FamilyIDs())
+		}
 	}
 	if want := []string{"tools.http"}; !reflect.DeepEqual(p.Degraded, want) || !reflect.DeepEqual(p.Manifest.Degraded, want) {
 		t.Errorf("degraded %v / manifest %v, want %v", p.Degraded, p.Manifest.Degraded, want)

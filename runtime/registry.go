@@ -72,10 +72,11 @@ var (
 	nodeKinds  = map[string]NodeKind{}
 )
 
-// RegisterNode registers a node kind. Capability packages call it from
-// init for each of their kinds, unless ProgramRegistersKinds: then the
-// generated program calls it for the kinds its workflow uses. Registering
-// the same kind twice is a programming error.
+// RegisterNode registers a node kind. No family registers a kind from
+// init: a generated program calls RegisterNode for each kind its workflow
+// uses, so the linker leaves out the code of the others, and every build
+// of that program (kiln build or a plain go build) links the same code.
+// Registering the same kind twice is a programming error.
 func RegisterNode(k NodeKind) {
 	registryMu.Lock()
 	defer registryMu.Unlock()
@@ -83,6 +84,24 @@ func RegisterNode(k NodeKind) {
 		panic(fmt.Sprintf("kiln: node kind %q registered twice", k.Kind))
 	}
 	nodeKinds[k.Kind] = k
+}
+
+// RegisterKinds registers every kind of one family, for binaries that link
+// the whole family (capabilities/all, a family's tests). A kind the same
+// family already registered is kept, so calling it twice is harmless; a
+// kind another family holds is a programming error.
+func RegisterKinds(kinds ...NodeKind) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	for _, k := range kinds {
+		if had, dup := nodeKinds[k.Kind]; dup {
+			if had.Family == k.Family {
+				continue
+			}
+			panic(fmt.Sprintf("kiln: node kind %q registered by families %q and %q", k.Kind, had.Family, k.Family))
+		}
+		nodeKinds[k.Kind] = k
+	}
 }
 
 // LookupNode returns the registered handler for a node kind.

@@ -15,7 +15,8 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the per-family files from the catalog")
 
-// familyFile is the source of the file that links family f.
+// familyFile is the source of the file that links family f and
+// registers all its node kinds (families register none from init).
 func familyFile(f catalog.Family) []byte {
 	src := fmt.Sprintf(`// Code generated from capabilities/catalog by TestFilesMatchCatalog; DO NOT EDIT.
 
@@ -25,6 +26,18 @@ package all
 
 import _ %q
 `, catalog.TagCustom, f.Tag, f.Package)
+	if len(f.NodeKinds) > 0 {
+		src = fmt.Sprintf(`// Code generated from capabilities/catalog by TestFilesMatchCatalog; DO NOT EDIT.
+
+//go:build !%s || %s
+
+package all
+
+import %s %q
+
+func init() { %s.RegisterKinds() }
+`, catalog.TagCustom, f.Tag, f.ID, f.Package, f.ID)
+	}
 	out, err := format.Source([]byte(src))
 	if err != nil {
 		panic(err)

@@ -4,4 +4,6 @@
 
 package all
 
-import _ "github.com/kilnworks/kiln/capabilities/compose"
+import compose "github.com/kilnworks/kiln/capabilities/compose"
+
+func init() { compose.RegisterKinds() }

@@ -4,4 +4,6 @@
 
 package all
 
-import _ "github.com/kilnworks/kiln/capabilities/control"
+import control "github.com/kilnworks/kiln/capabilities/control"
+
+func init() { control.RegisterKinds() }

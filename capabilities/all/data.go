@@ -4,4 +4,6 @@
 
 package all
 
-import _ "github.com/kilnworks/kiln/capabilities/data"
+import data "github.com/kilnworks/kiln/capabilities/data"
+
+func init() { data.RegisterKinds() }

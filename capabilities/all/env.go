@@ -4,4 +4,6 @@
 
 package all
 
-import _ "github.com/kilnworks/kiln/capabilities/env"
+import env "github.com/kilnworks/kiln/capabilities/env"
+
+func init() { env.RegisterKinds() }

@@ -4,4 +4,6 @@
 
 package all
 
-import _ "github.com/kilnworks/kiln/capabilities/event"
+import event "github.com/kilnworks/kiln/capabilities/event"
+
+func init() { event.RegisterKinds() }

@@ -4,4 +4,6 @@
 
 package all
 
-import _ "github.com/kilnworks/kiln/capabilities/fs"
+import fs "github.com/kilnworks/kiln/capabilities/fs"
+
+func init() { fs.RegisterKinds() }

@@ -4,4 +4,6 @@
 
 package all
 
-import _ "github.com/kilnworks/kiln/capabilities/httpclient"
+import httpclient "github.com/kilnworks/kiln/capabilities/httpclient"
+
+func init() { httpclient.RegisterKinds() }

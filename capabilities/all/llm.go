@@ -4,4 +4,6 @@
 
 package all
 
-import _ "github.com/kilnworks/kiln/capabilities/llm"
+import llm "github.com/kilnworks/kiln/capabilities/llm"
+
+func init() { llm.RegisterKinds() }

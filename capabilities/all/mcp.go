@@ -4,4 +4,6 @@
 
 package all
 
-import _ "github.com/kilnworks/kiln/capabilities/mcp"
+import mcp "github.com/kilnworks/kiln/capabilities/mcp"
+
+func init() { mcp.RegisterKinds() }

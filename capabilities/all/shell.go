@@ -4,4 +4,6 @@
 
 package all
 
-import _ "github.com/kilnworks/kiln/capabilities/shell"
+import shell "github.com/kilnworks/kiln/capabilities/shell"
+
+func init() { shell.RegisterKinds() }

@@ -21,10 +21,10 @@ const ModulePath = "github.com/kilnworks/kiln"
 // PackagePrefix is the import path prefix of every family package.
 const PackagePrefix = ModulePath + "/capabilities/"
 
-// TagCustom marks a pruned build: capabilities/all then links only the
-// families whose own tag is set as well, and the families register no node
-// kind themselves (runtime.ProgramRegistersKinds): the generated program
-// registers those its workflow uses.
+// TagCustom selects families in capabilities/all: with it, only the
+// families whose own tag is set as well are linked. kiln build passes no
+// tags (the generated program imports and registers what it uses); binaries
+// from an older kiln carry them, and kiln inspect still compares them.
 const TagCustom = "kiln_custom"
 
 // Family is one capability family.

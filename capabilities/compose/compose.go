@@ -24,21 +24,19 @@ import (
 // DefaultMaxConcurrent is map's wave size when max_concurrent is unset.
 const DefaultMaxConcurrent = composespec.DefaultMaxConcurrent
 
-// The node kinds of this family. A pruned build registers only those its
-// workflow uses (runtime.ProgramRegistersKinds), so the others' code is
-// left out; any other build registers them all in init.
+// The node kinds of this family. No build registers them from init: a
+// generated program registers those its workflow uses, so the others' code
+// is left out; RegisterKinds registers them all.
 var (
 	KindCall     = runtime.NodeKind{Kind: "call", Family: "compose", Prepare: prepareCall}
 	KindParallel = runtime.NodeKind{Kind: "parallel", Family: "compose", Prepare: prepareParallel}
 	KindMap      = runtime.NodeKind{Kind: "map", Family: "compose", Prepare: prepareMap}
 )
 
-func init() {
-	if !runtime.ProgramRegistersKinds {
-		for _, k := range []runtime.NodeKind{KindCall, KindParallel, KindMap} {
-			runtime.RegisterNode(k)
-		}
-	}
+// RegisterKinds registers every node kind of this family (capabilities/all
+// calls it; a generated program registers only the kinds it uses).
+func RegisterKinds() {
+	runtime.RegisterKinds(KindCall, KindParallel, KindMap)
 }
 
 // target is one resolved child: its program and start name.

@@ -18,9 +18,9 @@ import (
 // Family is the capability family id of this package.
 const Family = "control"
 
-// The node kinds of this family. A pruned build registers only those its
-// workflow uses (runtime.ProgramRegistersKinds), so the others' code is
-// left out; any other build registers them all in init.
+// The node kinds of this family. No build registers them from init: a
+// generated program registers those its workflow uses, so the others' code
+// is left out; RegisterKinds registers them all.
 var (
 	KindCondition        = runtime.NodeKind{Kind: "condition", Family: Family, Prepare: prepareCondition}
 	KindSwitch           = runtime.NodeKind{Kind: "switch", Family: Family, Prepare: prepareSwitch}
@@ -31,12 +31,10 @@ var (
 	KindPauseForApproval = runtime.NodeKind{Kind: "pause_for_approval", Family: Family, Prepare: preparePause}
 )
 
-func init() {
-	if !runtime.ProgramRegistersKinds {
-		for _, k := range []runtime.NodeKind{KindCondition, KindSwitch, KindMerge, KindFail, KindTerminate, KindRespond, KindPauseForApproval} {
-			runtime.RegisterNode(k)
-		}
-	}
+// RegisterKinds registers every node kind of this family (capabilities/all
+// calls it; a generated program registers only the kinds it uses).
+func RegisterKinds() {
+	runtime.RegisterKinds(KindCondition, KindSwitch, KindMerge, KindFail, KindTerminate, KindRespond, KindPauseForApproval)
 }
 
 // condition: {value} on branch "true" or "false" by JSON truthiness.

@@ -16,9 +16,9 @@ import (
 // Family is the capability family id of this package.
 const Family = "data"
 
-// The node kinds of this family. A pruned build registers only those its
-// workflow uses (runtime.ProgramRegistersKinds), so the others' code is
-// left out; any other build registers them all in init.
+// The node kinds of this family. No build registers them from init: a
+// generated program registers those its workflow uses, so the others' code
+// is left out; RegisterKinds registers them all.
 var (
 	KindParseJSON      = runtime.NodeKind{Kind: "parse_json", Family: Family, Prepare: prepareParseJSON}
 	KindJSONSelect     = runtime.NodeKind{Kind: "json_select", Family: Family, Prepare: prepareJSONSelect}
@@ -26,12 +26,10 @@ var (
 	KindDiffCompute    = runtime.NodeKind{Kind: "diff_compute", Family: Family, Prepare: prepareDiffCompute}
 )
 
-func init() {
-	if !runtime.ProgramRegistersKinds {
-		for _, k := range []runtime.NodeKind{KindParseJSON, KindJSONSelect, KindTemplateRender, KindDiffCompute} {
-			runtime.RegisterNode(k)
-		}
-	}
+// RegisterKinds registers every node kind of this family (capabilities/all
+// calls it; a generated program registers only the kinds it uses).
+func RegisterKinds() {
+	runtime.RegisterKinds(KindParseJSON, KindJSONSelect, KindTemplateRender, KindDiffCompute)
 }
 
 // parse_json: {parsed}; the input must be a string holding one JSON value.

@@ -17,15 +17,15 @@ import (
 // Family is the capability family id of this package.
 const Family = "env"
 
-// KindReadEnv is the node kind of this family. A pruned build registers it
-// only when its workflow uses it (runtime.ProgramRegistersKinds); any
-// other build registers it in init.
+// KindReadEnv is the node kind of this family. No build registers it from
+// init: a generated program registers it when its workflow uses it, and
+// RegisterKinds registers it for binaries that link the whole family.
 var KindReadEnv = runtime.NodeKind{Kind: "read_env", Family: Family, Prepare: prepareReadEnv}
 
-func init() {
-	if !runtime.ProgramRegistersKinds {
-		runtime.RegisterNode(KindReadEnv)
-	}
+// RegisterKinds registers every node kind of this family (capabilities/all
+// calls it; a generated program registers only the kinds it uses).
+func RegisterKinds() {
+	runtime.RegisterKinds(KindReadEnv)
 }
 
 // read_env: {key, value}; unset: {key, value: null, missing: true}.

@@ -33,15 +33,18 @@ const TriggerType = eventspec.TriggerType
 // but no run started: no listener is serving, or every one is busy.
 var ErrNotDelivered = errors.New("event not delivered")
 
-// KindEmitEvent is the node kind of this family. A pruned build registers it
-// only when its workflow uses it (runtime.ProgramRegistersKinds); any
-// other build registers it in init.
+// KindEmitEvent is the node kind of this family. No build registers it from
+// init: a generated program registers it when its workflow uses it, and
+// RegisterKinds registers it for binaries that link the whole family.
 var KindEmitEvent = runtime.NodeKind{Kind: "emit_event", Family: "event", Prepare: prepare, SideEffect: true}
 
+// RegisterKinds registers every node kind of this family (capabilities/all
+// calls it; a generated program registers only the kinds it uses).
+func RegisterKinds() {
+	runtime.RegisterKinds(KindEmitEvent)
+}
+
 func init() {
-	if !runtime.ProgramRegistersKinds {
-		runtime.RegisterNode(KindEmitEvent)
-	}
 	runtime.RegisterExtension(runtime.Extension{
 		Name:      "event",
 		Setup:     setup,

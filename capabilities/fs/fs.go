@@ -25,21 +25,19 @@ import (
 // Family is the capability family id of this package.
 const Family = "fs"
 
-// The node kinds of this family. A pruned build registers only those its
-// workflow uses (runtime.ProgramRegistersKinds), so the others' code is
-// left out; any other build registers them all in init.
+// The node kinds of this family. No build registers them from init: a
+// generated program registers those its workflow uses, so the others' code
+// is left out; RegisterKinds registers them all.
 var (
 	KindReadFile  = runtime.NodeKind{Kind: "read_file", Family: Family, Prepare: prepareReadFile, SideEffect: true}
 	KindWriteFile = runtime.NodeKind{Kind: "write_file", Family: Family, Prepare: prepareWriteFile, SideEffect: true}
 	KindCreateDir = runtime.NodeKind{Kind: "create_dir", Family: Family, Prepare: prepareCreateDir, SideEffect: true}
 )
 
-func init() {
-	if !runtime.ProgramRegistersKinds {
-		for _, k := range []runtime.NodeKind{KindReadFile, KindWriteFile, KindCreateDir} {
-			runtime.RegisterNode(k)
-		}
-	}
+// RegisterKinds registers every node kind of this family (capabilities/all
+// calls it; a generated program registers only the kinds it uses).
+func RegisterKinds() {
+	runtime.RegisterKinds(KindReadFile, KindWriteFile, KindCreateDir)
 }
 
 // read_file: {path, content, bytes} of a UTF-8 regular file.

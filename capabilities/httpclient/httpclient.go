@@ -61,15 +61,15 @@ const (
 	DefaultTimeout = 30 * time.Second
 )
 
-// KindHTTPRequest is the node kind of this family. A pruned build registers it
-// only when its workflow uses it (runtime.ProgramRegistersKinds); any
-// other build registers it in init.
+// KindHTTPRequest is the node kind of this family. No build registers it from
+// init: a generated program registers it when its workflow uses it, and
+// RegisterKinds registers it for binaries that link the whole family.
 var KindHTTPRequest = runtime.NodeKind{Kind: "http_request", Family: "httpclient", Prepare: prepare, SideEffect: true}
 
-func init() {
-	if !runtime.ProgramRegistersKinds {
-		runtime.RegisterNode(KindHTTPRequest)
-	}
+// RegisterKinds registers every node kind of this family (capabilities/all
+// calls it; a generated program registers only the kinds it uses).
+func RegisterKinds() {
+	runtime.RegisterKinds(KindHTTPRequest)
 }
 
 var (

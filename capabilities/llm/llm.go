@@ -22,20 +22,21 @@ import (
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
-// The node kinds of this family. A pruned build registers only those its
-// workflow uses (runtime.ProgramRegistersKinds), so the others' code is
-// left out; any other build registers them all in init.
+// The node kinds of this family. No build registers them from init: a
+// generated program registers those its workflow uses, so the others' code
+// is left out; RegisterKinds registers them all.
 var (
 	KindLLMInfer  = runtime.NodeKind{Kind: "llm_infer", Family: "llm", Prepare: prepareInfer, SideEffect: true}
 	KindAgentLoop = runtime.NodeKind{Kind: "agent_loop", Family: "llm", Prepare: prepareAgent, SideEffect: true}
 )
 
+// RegisterKinds registers every node kind of this family (capabilities/all
+// calls it; a generated program registers only the kinds it uses).
+func RegisterKinds() {
+	runtime.RegisterKinds(KindLLMInfer, KindAgentLoop)
+}
+
 func init() {
-	if !runtime.ProgramRegistersKinds {
-		for _, k := range []runtime.NodeKind{KindLLMInfer, KindAgentLoop} {
-			runtime.RegisterNode(k)
-		}
-	}
 	runtime.RegisterExtension(extension())
 }
 

@@ -14,20 +14,18 @@ import (
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
-// The node kinds of this family. A pruned build registers only those its
-// workflow uses (runtime.ProgramRegistersKinds), so the others' code is
-// left out; any other build registers them all in init.
+// The node kinds of this family. No build registers them from init: a
+// generated program registers those its workflow uses, so the others' code
+// is left out; RegisterKinds registers them all.
 var (
 	KindCallMCPTool     = runtime.NodeKind{Kind: "call_mcp_tool", Family: "mcp", Prepare: prepareTool, SideEffect: true}
 	KindReadMCPResource = runtime.NodeKind{Kind: "read_mcp_resource", Family: "mcp", Prepare: prepareResource, SideEffect: true}
 )
 
-func init() {
-	if !runtime.ProgramRegistersKinds {
-		for _, k := range []runtime.NodeKind{KindCallMCPTool, KindReadMCPResource} {
-			runtime.RegisterNode(k)
-		}
-	}
+// RegisterKinds registers every node kind of this family (capabilities/all
+// calls it; a generated program registers only the kinds it uses).
+func RegisterKinds() {
+	runtime.RegisterKinds(KindCallMCPTool, KindReadMCPResource)
 }
 
 // prepareServer resolves the server the node talks to and validates the

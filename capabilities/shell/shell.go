@@ -45,15 +45,15 @@ const (
 // runtime.Call.IdempotencyKey) is added to it.
 var Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}
 
-// KindShellRun is the node kind of this family. A pruned build registers it
-// only when its workflow uses it (runtime.ProgramRegistersKinds); any
-// other build registers it in init.
+// KindShellRun is the node kind of this family. No build registers it from
+// init: a generated program registers it when its workflow uses it, and
+// RegisterKinds registers it for binaries that link the whole family.
 var KindShellRun = runtime.NodeKind{Kind: "shell_run", Family: "shell", Prepare: prepare, SideEffect: true}
 
-func init() {
-	if !runtime.ProgramRegistersKinds {
-		runtime.RegisterNode(KindShellRun)
-	}
+// RegisterKinds registers every node kind of this family (capabilities/all
+// calls it; a generated program registers only the kinds it uses).
+func RegisterKinds() {
+	runtime.RegisterKinds(KindShellRun)
 }
 
 func prepare(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) {

@@ -34,7 +34,7 @@ func runBuild(args []string, stdout, stderr io.Writer) int {
 	fl.Usage = func() {
 		fmt.Fprintln(stderr, "usage: kiln build WORKFLOW.toml -o BIN [--kiln-source DIR]")
 		fmt.Fprintln(stderr, "Generates the sealed program into a temporary module and runs go build -trimpath with CGO_ENABLED=0")
-		fmt.Fprintln(stderr, "and -tags kiln_custom,kiln_<family>... Offline builds honour GOFLAGS=-mod=mod GOPROXY=off.")
+		fmt.Fprintln(stderr, "and no build tags (the generated imports prune). Offline builds honour GOFLAGS=-mod=mod GOPROXY=off.")
 		fl.PrintDefaults()
 	}
 	rest, code, ok := parseSupplyFlags(fl, args)

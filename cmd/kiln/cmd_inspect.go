@@ -69,9 +69,14 @@ func writeInspectText(w io.Writer, in *gen.Inspection) {
 	fmt.Fprintf(w, "workflow   %s (sha256 %s)\n", m.Workflow.Name, m.Workflow.Digest)
 	fmt.Fprintf(w, "kiln       %s\n", m.KilnVersion)
 	fmt.Fprintf(w, "go         %s\n", in.BuildInfo.GoVersion)
-	fmt.Fprintf(w, "tags       %s\n", strings.Join(in.Tags, ","))
-	fmt.Fprintf(w, "families   %s (manifest), %s (build tags), %s (linked)\n",
-		strings.Join(m.FamilyIDs(), ","), strings.Join(in.TagFamilies, ","), strings.Join(in.LinkedFamilies, ","))
+	if len(in.Tags) == 0 { // kiln build and a plain go build: the imports prune
+		fmt.Fprintf(w, "tags       none\n")
+		fmt.Fprintf(w, "families   %s (manifest), %s (linked)\n", strings.Join(m.FamilyIDs(), ","), strings.Join(in.LinkedFamilies, ","))
+	} else {
+		fmt.Fprintf(w, "tags       %s\n", strings.Join(in.Tags, ","))
+		fmt.Fprintf(w, "families   %s (manifest), %s (build tags), %s (linked)\n",
+			strings.Join(m.FamilyIDs(), ","), strings.Join(in.TagFamilies, ","), strings.Join(in.LinkedFamilies, ","))
+	}
 	fmt.Fprintf(w, "node kinds %s\n", strings.Join(m.NodeKinds, ","))
 	if len(m.Degraded) > 0 { // a --degrade build: what it deliberately lacks
 		fmt.Fprintf(w, "degraded   %s\n", strings.Join(m.Degraded, ","))

@@ -34,7 +34,8 @@ type Manifest struct {
 	// program was generated without building it; the binary then reports
 	// its own runtime version).
 	GoVersion string `json:"go_version,omitempty"`
-	// BuildTags are the -tags of the build: kiln_custom, then kiln_<id>
+	// BuildTags are the -tags of the build: empty, as kiln builds without
+	// tags; a binary from an older kiln lists kiln_custom, then kiln_<id>
 	// of each family in catalog order.
 	BuildTags []string `json:"build_tags"`
 	Families  []Family `json:"families"`

@@ -6,19 +6,15 @@
 package main
 
 // ManifestBlob is the manifest (manifest.json), wrapped in the markers kiln inspect looks for.
-const ManifestBlob = "\x00KILN-MANIFEST\x0000001311\x00{\n" +
+const ManifestBlob = "\x00KILN-MANIFEST\x0000001253\x00{\n" +
 	"  \"schema\": \"kiln.manifest/v1\",\n" +
 	"  \"workflow\": {\n" +
 	"    \"name\": \"gogenerate\",\n" +
 	"    \"digest\": \"3ef77232c46fb9cb1b85210dfcabd11a915d24beeedcf3c08569d93197a6a5db\"\n" +
 	"  },\n" +
 	"  \"kiln_version\": \"devel\",\n" +
-	"  \"kiln_sum\": \"h1:2QlTxeUenj+i51jYudReY6AX5kl9lbiHspaUn1IK0wA=\",\n" +
-	"  \"build_tags\": [\n" +
-	"    \"kiln_custom\",\n" +
-	"    \"kiln_control\",\n" +
-	"    \"kiln_data\"\n" +
-	"  ],\n" +
+	"  \"kiln_sum\": \"h1:iJImS0tLYj2FFp0PABX7dGB244nZ31mJaRaYPfE3lEw=\",\n" +
+	"  \"build_tags\": [],\n" +
 	"  \"families\": [\n" +
 	"    {\n" +
 	"      \"id\": \"control\",\n" +

@@ -28,15 +28,12 @@ import (
 	runtime "github.com/kilnworks/kiln/runtime"
 )
 
-// init registers the node kinds the workflow uses, in a pruned build
-// (-tags kiln_custom); any other build registers every kind of the
-// imported families.
+// init registers the node kinds the workflow uses and no other: the
+// families register none, so the linker leaves the others' code out.
 func init() {
-	if runtime.ProgramRegistersKinds {
-		runtime.RegisterNode(control.KindTerminate)
-		runtime.RegisterNode(fs.KindReadFile)
-		runtime.RegisterNode(llm.KindLLMInfer)
-		runtime.RegisterNode(httpclient.KindHTTPRequest)
-		runtime.RegisterNode(compose.KindCall)
-	}
+	runtime.RegisterNode(control.KindTerminate)
+	runtime.RegisterNode(fs.KindReadFile)
+	runtime.RegisterNode(llm.KindLLMInfer)
+	runtime.RegisterNode(httpclient.KindHTTPRequest)
+	runtime.RegisterNode(compose.KindCall)
 }

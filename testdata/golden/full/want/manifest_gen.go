@@ -11,30 +11,14 @@
 package main
 
 // ManifestBlob is the manifest (manifest.json), wrapped in the markers kiln inspect looks for.
-const ManifestBlob = "\x00KILN-MANIFEST\x0000004853\x00{\n" +
+const ManifestBlob = "\x00KILN-MANIFEST\x0000004577\x00{\n" +
 	"  \"schema\": \"kiln.manifest/v1\",\n" +
 	"  \"workflow\": {\n" +
 	"    \"name\": \"full\",\n" +
 	"    \"digest\": \"dd118e7de192e67ed0a928dbfc70ac8097447014d7e5c094f664f9d758c54650\"\n" +
 	"  },\n" +
 	"  \"kiln_version\": \"test\",\n" +
-	"  \"build_tags\": [\n" +
-	"    \"kiln_custom\",\n" +
-	"    \"kiln_control\",\n" +
-	"    \"kiln_fs\",\n" +
-	"    \"kiln_llm\",\n" +
-	"    \"kiln_mcp\",\n" +
-	"    \"kiln_http\",\n" +
-	"    \"kiln_oidc\",\n" +
-	"    \"kiln_httpclient\",\n" +
-	"    \"kiln_compose\",\n" +
-	"    \"kiln_cron\",\n" +
-	"    \"kiln_secrets\",\n" +
-	"    \"kiln_otel\",\n" +
-	"    \"kiln_sandbox\",\n" +
-	"    \"kiln_rego\",\n" +
-	"    \"kiln_pgstate\"\n" +
-	"  ],\n" +
+	"  \"build_tags\": [],\n" +
 	"  \"families\": [\n" +
 	"    {\n" +
 	"      \"id\": \"control\",\n" +
@@ -227,6 +211,6 @@ const ManifestBlob = "\x00KILN-MANIFEST\x0000004853\x00{\n" +
 	"    }\n" +
 	"  ],\n" +
 	"  \"effective_needs_sha256\": \"6bf53cf2ab6ffde225e4cf1fac849e98224d9e3499503e5841c329e545bd08f0\",\n" +
-	"  \"tables_sha256\": \"80df6474c75f2f0d7deb7c40db799e3d9a6298c2ca977ae54b86836008caecf0\"\n" +
+	"  \"tables_sha256\": \"a0b53d27e59079182c15c5ca418ed25aeb05c141cfdef200361bab21b8e0ee96\"\n" +
 	"}\n" +
 	"\x00KILN-MANIFEST-END\x00"

@@ -14,14 +14,11 @@ import (
 	runtime "github.com/kilnworks/kiln/runtime"
 )
 
-// init registers the node kinds the workflow uses, in a pruned build
-// (-tags kiln_custom); any other build registers every kind of the
-// imported families.
+// init registers the node kinds the workflow uses and no other: the
+// families register none, so the linker leaves the others' code out.
 func init() {
-	if runtime.ProgramRegistersKinds {
-		runtime.RegisterNode(control.KindTerminate)
-		runtime.RegisterNode(data.KindTemplateRender)
-		runtime.RegisterNode(fs.KindWriteFile)
-		runtime.RegisterNode(env.KindReadEnv)
-	}
+	runtime.RegisterNode(control.KindTerminate)
+	runtime.RegisterNode(data.KindTemplateRender)
+	runtime.RegisterNode(fs.KindWriteFile)
+	runtime.RegisterNode(env.KindReadEnv)
 }

@@ -6,21 +6,14 @@
 package main
 
 // ManifestBlob is the manifest (manifest.json), wrapped in the markers kiln inspect looks for.
-const ManifestBlob = "\x00KILN-MANIFEST\x0000001887\x00{\n" +
+const ManifestBlob = "\x00KILN-MANIFEST\x0000001778\x00{\n" +
 	"  \"schema\": \"kiln.manifest/v1\",\n" +
 	"  \"workflow\": {\n" +
 	"    \"name\": \"hello\",\n" +
 	"    \"digest\": \"92b0dac4bb76f9a939a2b1d1b7477c6675da97a329d5162d2f0bef4f7f2fdc07\"\n" +
 	"  },\n" +
 	"  \"kiln_version\": \"test\",\n" +
-	"  \"build_tags\": [\n" +
-	"    \"kiln_custom\",\n" +
-	"    \"kiln_control\",\n" +
-	"    \"kiln_data\",\n" +
-	"    \"kiln_fs\",\n" +
-	"    \"kiln_env\",\n" +
-	"    \"kiln_sandbox\"\n" +
-	"  ],\n" +
+	"  \"build_tags\": [],\n" +
 	"  \"families\": [\n" +
 	"    {\n" +
 	"      \"id\": \"control\",\n" +

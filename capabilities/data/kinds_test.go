@@ -1,0 +1,14 @@
+package data_test
+
+import (
+	"github.com/kilnworks/kiln/capabilities/control"
+	"github.com/kilnworks/kiln/capabilities/data"
+)
+
+// Families register no node kind from init (a generated program registers
+// the kinds its workflow uses): these tests register the families' kinds
+// they load workflows with.
+func init() {
+	control.RegisterKinds()
+	data.RegisterKinds()
+}

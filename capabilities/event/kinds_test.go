@@ -1,0 +1,16 @@
+package event_test
+
+import (
+	"github.com/kilnworks/kiln/capabilities/control"
+	"github.com/kilnworks/kiln/capabilities/data"
+	"github.com/kilnworks/kiln/capabilities/event"
+)
+
+// Families register no node kind from init (a generated program registers
+// the kinds its workflow uses): these tests register the families' kinds
+// they load workflows with.
+func init() {
+	control.RegisterKinds()
+	data.RegisterKinds()
+	event.RegisterKinds()
+}

@@ -1,0 +1,12 @@
+package httpclient_test
+
+import (
+	"github.com/kilnworks/kiln/capabilities/httpclient"
+)
+
+// Families register no node kind from init (a generated program registers
+// the kinds its workflow uses): these tests register the families' kinds
+// they load workflows with.
+func init() {
+	httpclient.RegisterKinds()
+}

@@ -1,0 +1,24 @@
+package llm_test
+
+import (
+	"github.com/kilnworks/kiln/capabilities/control"
+	"github.com/kilnworks/kiln/capabilities/data"
+	"github.com/kilnworks/kiln/capabilities/env"
+	"github.com/kilnworks/kiln/capabilities/fs"
+	"github.com/kilnworks/kiln/capabilities/httpclient"
+	"github.com/kilnworks/kiln/capabilities/llm"
+	"github.com/kilnworks/kiln/capabilities/shell"
+)
+
+// Families register no node kind from init (a generated program registers
+// the kinds its workflow uses): these tests register the families' kinds
+// they load workflows with.
+func init() {
+	control.RegisterKinds()
+	data.RegisterKinds()
+	fs.RegisterKinds()
+	env.RegisterKinds()
+	llm.RegisterKinds()
+	shell.RegisterKinds()
+	httpclient.RegisterKinds()
+}

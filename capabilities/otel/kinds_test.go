@@ -1,0 +1,18 @@
+package otel_test
+
+import (
+	"github.com/kilnworks/kiln/capabilities/compose"
+	"github.com/kilnworks/kiln/capabilities/control"
+	"github.com/kilnworks/kiln/capabilities/fs"
+	"github.com/kilnworks/kiln/capabilities/httpclient"
+)
+
+// Families register no node kind from init (a generated program registers
+// the kinds its workflow uses): these tests register the families' kinds
+// they load workflows with.
+func init() {
+	control.RegisterKinds()
+	fs.RegisterKinds()
+	compose.RegisterKinds()
+	httpclient.RegisterKinds()
+}

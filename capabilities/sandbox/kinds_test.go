@@ -1,0 +1,28 @@
+package sandbox_test
+
+import (
+	"github.com/kilnworks/kiln/capabilities/compose"
+	"github.com/kilnworks/kiln/capabilities/control"
+	"github.com/kilnworks/kiln/capabilities/data"
+	"github.com/kilnworks/kiln/capabilities/env"
+	"github.com/kilnworks/kiln/capabilities/event"
+	"github.com/kilnworks/kiln/capabilities/fs"
+	"github.com/kilnworks/kiln/capabilities/httpclient"
+	"github.com/kilnworks/kiln/capabilities/mcp"
+	"github.com/kilnworks/kiln/capabilities/shell"
+)
+
+// Families register no node kind from init (a generated program registers
+// the kinds its workflow uses): these tests register the families' kinds
+// they load workflows with.
+func init() {
+	control.RegisterKinds()
+	data.RegisterKinds()
+	fs.RegisterKinds()
+	env.RegisterKinds()
+	mcp.RegisterKinds()
+	event.RegisterKinds()
+	compose.RegisterKinds()
+	shell.RegisterKinds()
+	httpclient.RegisterKinds()
+}

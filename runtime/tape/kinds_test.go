@@ -1,0 +1,14 @@
+package tape_test
+
+import (
+	"github.com/kilnworks/kiln/capabilities/data"
+	"github.com/kilnworks/kiln/capabilities/env"
+)
+
+// Families register no node kind from init (a generated program registers
+// the kinds its workflow uses): these tests register the families' kinds
+// they load workflows with.
+func init() {
+	data.RegisterKinds()
+	env.RegisterKinds()
+}
