@@ -200,22 +200,27 @@ func (s *Server) serveRunStatus(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]any{"error": "not found"})
 		return
 	}
+	// Every async route's auth is checked whatever the id, so the work
+	// done (and its time) does not depend on whether a record exists.
+	failed, code := s.checkAsyncAuth(w, r)
+	if code != 0 {
+		return
+	}
 	var rec runtime.RunRecord
 	var found bool
 	if runtime.ValidRunID(id) {
 		var err error
 		rec, found, err = s.runs.GetRun(r.Context(), id)
 		if err != nil {
+			// Told only to a caller that could read any record; others
+			// get the 401 of an id without one.
 			s.audit.Error("http.run_store_error", "error", err.Error())
-			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "run store unavailable"})
-			return
+			if len(failed) == 0 {
+				writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "run store unavailable"})
+				return
+			}
+			found = false
 		}
-	}
-	// Every async route's auth is checked whatever the id, so the work
-	// done (and its time) does not depend on whether a record exists.
-	failed, code := s.checkAsyncAuth(w, r)
-	if code != 0 {
-		return
 	}
 	guards := s.asyncAuthRefs()
 	var owner *route

@@ -181,10 +181,23 @@ func TestAsyncStatusAuth(t *testing.T) {
 	}
 
 	// With one guarded async route, its callers can tell an unknown id.
+	dir := t.TempDir()
 	one := start(t, strings.Replace(asyncAuthWF, `reply = "async"
-auth = "bearer:b"`, `auth = "bearer:b"`, 1), setup{})
+auth = "bearer:b"`, `auth = "bearer:b"`, 1), setup{stateDir: dir})
 	one.do(t, "GET", "/v1/runs/"+unknown, "", bearer(ta)...).expect(t, 404)
 	one.do(t, "GET", "/v1/runs/"+unknown, "", bearer(tb)...).expect(t, 401)
+	// A record the store cannot read: 503 for a caller that could read
+	// it, the 401 of a missing id for anyone else.
+	if err := os.MkdirAll(filepath.Join(dir, "async"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "async", unknown+".json"), []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	one.do(t, "GET", "/v1/runs/"+unknown, "", bearer(ta)...).expect(t, 503)
+	if r := one.do(t, "GET", "/v1/runs/"+unknown, "", bearer(tb)...).expect(t, 401); r.body != refusal {
+		t.Errorf("unreadable record: %s", r.body)
+	}
 }
 
 // TestAsyncIdempotentReplay: a redelivery of a keyed async request gets
