@@ -5,8 +5,13 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // heldFor bounds how long a run's workflow.started line may wait for the
@@ -26,6 +31,9 @@ type lineSink struct {
 	level  slog.Leveler
 	format func(io.Writer) slog.Handler // slog's handler with this sink's With state
 	pool   *sync.Pool                   // of *lineBuf built with format
+	// text: the sink writes slog's text format without With state, so
+	// appendText may format plain records instead of slog.
+	text bool
 }
 
 // sinkOut is what every sink derived with WithAttrs/WithGroup shares: the
@@ -38,11 +46,15 @@ type sinkOut struct {
 	w      io.Writer
 	held   map[string]*heldLine // by execution_id
 	closed bool
+	// One timer writes the lines held for heldFor, armed while any is held:
+	// cheaper than a timer per run.
+	timer *time.Timer
+	armed bool
 }
 
 type heldLine struct {
-	line  []byte
-	timer *time.Timer
+	line []byte
+	at   time.Time
 }
 
 // lineBuf is one formatter writing into its own buffer.
@@ -51,8 +63,10 @@ type lineBuf struct {
 	h   slog.Handler
 }
 
-func newLineSink(w io.Writer, level slog.Leveler, format func(io.Writer) slog.Handler) *lineSink {
-	return newDerivedSink(&sinkOut{w: w, held: map[string]*heldLine{}}, level, format)
+func newLineSink(w io.Writer, level slog.Leveler, format func(io.Writer) slog.Handler, text bool) *lineSink {
+	s := newDerivedSink(&sinkOut{w: w, held: map[string]*heldLine{}}, level, format)
+	s.text = text
+	return s
 }
 
 func newDerivedSink(out *sinkOut, level slog.Leveler, format func(io.Writer) slog.Handler) *lineSink {
@@ -89,7 +103,9 @@ func (s *lineSink) Handle(ctx context.Context, r slog.Record) error {
 	lb := s.pool.Get().(*lineBuf)
 	defer s.pool.Put(lb)
 	lb.buf.Reset()
-	if err := lb.h.Handle(ctx, r); err != nil {
+	if b, ok := s.appendText(lb.buf.AvailableBuffer(), &r); ok {
+		lb.buf.Write(b)
+	} else if err := lb.h.Handle(ctx, r); err != nil {
 		return err
 	}
 	id := runOf(&r)
@@ -99,15 +115,28 @@ func (s *lineSink) Handle(ctx context.Context, r slog.Record) error {
 	line := lb.buf.Bytes()
 	if h := o.held[id]; h != nil && id != "" {
 		delete(o.held, id)
-		h.timer.Stop()
 		line = append(h.line, line...)
 	}
 	if id != "" && r.Message == "workflow.started" && !o.closed {
-		o.held[id] = &heldLine{line: bytes.Clone(line), timer: time.AfterFunc(heldFor, func() { o.flush(id) })}
+		o.held[id] = &heldLine{line: bytes.Clone(line), at: time.Now()}
+		o.arm(heldFor)
 		return nil
 	}
 	_, err := o.w.Write(line)
 	return err
+}
+
+// arm starts the timer unless it is running. Called with mu held.
+func (o *sinkOut) arm(d time.Duration) {
+	if o.armed {
+		return
+	}
+	o.armed = true
+	if o.timer == nil {
+		o.timer = time.AfterFunc(d, o.writeDue)
+	} else {
+		o.timer.Reset(d)
+	}
 }
 
 // runOf is the record's execution_id attribute ("" for events outside a
@@ -124,13 +153,32 @@ func runOf(r *slog.Record) string {
 	return id
 }
 
-// flush writes run id's held line, if it is still held.
-func (o *sinkOut) flush(id string) {
+// writeDue writes the lines held for heldFor or longer, oldest first, and
+// rearms the timer for the next one due.
+func (o *sinkOut) writeDue() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if h := o.held[id]; h != nil {
+	o.armed = false
+	if o.closed {
+		return
+	}
+	now := time.Now()
+	var due []*heldLine
+	next := heldFor
+	for id, h := range o.held {
+		if wait := heldFor - now.Sub(h.at); wait > 0 {
+			next = min(next, wait)
+			continue
+		}
 		delete(o.held, id)
+		due = append(due, h)
+	}
+	slices.SortFunc(due, func(a, b *heldLine) int { return a.at.Compare(b.at) })
+	for _, h := range due {
 		_, _ = o.w.Write(h.line)
+	}
+	if len(o.held) > 0 {
+		o.arm(next)
 	}
 }
 
@@ -141,13 +189,116 @@ func (s *lineSink) Close() error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.closed = true
+	if o.timer != nil {
+		o.timer.Stop()
+	}
+	held := slices.SortedFunc(maps.Values(o.held), func(a, b *heldLine) int { return a.at.Compare(b.at) })
+	clear(o.held)
 	var first error
-	for id, h := range o.held {
-		delete(o.held, id)
-		h.timer.Stop()
+	for _, h := range held {
 		if _, err := o.w.Write(h.line); err != nil && first == nil {
 			first = err
 		}
 	}
 	return first
+}
+
+// appendText appends r as slog's TextHandler formats it (no With state,
+// no ReplaceAttr, no source), when every attribute is a plain value:
+// string, number, bool, duration or time. ok is false for any other
+// record, which slog then formats. The per-run events take this path:
+// it skips slog's per-record state, and checks quoting byte by byte.
+func (s *lineSink) appendText(b []byte, r *slog.Record) (_ []byte, ok bool) {
+	if !s.text {
+		return b, false
+	}
+	ok = true
+	r.Attrs(func(a slog.Attr) bool {
+		switch a.Value.Kind() {
+		case slog.KindString, slog.KindInt64, slog.KindUint64, slog.KindFloat64, slog.KindBool, slog.KindDuration, slog.KindTime:
+			ok = a.Key != "" // slog elides some attributes with an empty key
+		default:
+			ok = false
+		}
+		return ok
+	})
+	if !ok {
+		return b, false
+	}
+	if !r.Time.IsZero() {
+		b = append(b, "time="...)
+		b = appendRFC3339Millis(b, r.Time.Round(0))
+		b = append(b, ' ')
+	}
+	b = append(b, "level="...)
+	b = appendTextString(b, r.Level.String())
+	b = append(b, " msg="...)
+	b = appendTextString(b, r.Message)
+	r.Attrs(func(a slog.Attr) bool {
+		b = append(b, ' ')
+		b = appendTextString(b, a.Key)
+		b = append(b, '=')
+		switch v := a.Value; v.Kind() {
+		case slog.KindString:
+			b = appendTextString(b, v.String())
+		case slog.KindInt64:
+			b = strconv.AppendInt(b, v.Int64(), 10)
+		case slog.KindUint64:
+			b = strconv.AppendUint(b, v.Uint64(), 10)
+		case slog.KindFloat64:
+			b = strconv.AppendFloat(b, v.Float64(), 'g', -1, 64)
+		case slog.KindBool:
+			b = strconv.AppendBool(b, v.Bool())
+		case slog.KindDuration:
+			b = append(b, v.Duration().String()...)
+		case slog.KindTime:
+			b = appendRFC3339Millis(b, v.Time())
+		}
+		return true
+	})
+	return append(b, '\n'), true
+}
+
+// appendTextString appends s as slog's text format does: as it is, or
+// Go-quoted when it is empty or holds a space, '=', '"', a control
+// character, invalid UTF-8 or a non-printing rune.
+func appendTextString(b []byte, s string) []byte {
+	if textNeedsQuoting(s) {
+		return strconv.AppendQuote(b, s)
+	}
+	return append(b, s...)
+}
+
+func textNeedsQuoting(s string) bool {
+	if s == "" {
+		return true
+	}
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c <= ' ' || c == '=' || c == '"' {
+				return true
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError || unicode.IsSpace(r) || !unicode.IsPrint(r) {
+			return true
+		}
+		i += size
+	}
+	return false
+}
+
+// appendRFC3339Millis is slog's time format: RFC 3339 with exactly three
+// digits of milliseconds, truncated.
+func appendRFC3339Millis(b []byte, t time.Time) []byte {
+	const prefixLen = len("2006-01-02T15:04:05.000")
+	n := len(b)
+	// RFC3339Nano trims trailing zeros: add 1/10 ms so there are four
+	// digits after the point, then drop the fourth.
+	t = t.Truncate(time.Millisecond).Add(time.Millisecond / 10)
+	b = t.AppendFormat(b, time.RFC3339Nano)
+	return append(b[:n+prefixLen], b[n+prefixLen+1:]...)
 }

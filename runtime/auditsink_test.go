@@ -31,9 +31,12 @@ func TestAuditSinkBytesAreSlogs(t *testing.T) {
 		slog.String("quote", `say "hi"`), slog.String("ctl", "a\tb\n"), slog.String("uni", "héllo\u00a0x"), slog.String("bad", "\xff"))
 	add(slog.LevelDebug, "numbers", slog.Float64("f", 1.5e-7), slog.Uint64("u", 1<<63), slog.Duration("d", 1500*time.Millisecond),
 		slog.Time("t", at.Add(time.Hour)))
+	add(slog.LevelInfo, "zone", slog.Time("t", at.In(time.FixedZone("x", -3*3600-1800))), slog.Float64("big", 1e21), slog.Int("z", 0))
 	add(slog.LevelError, "structured", slog.Any("err", errors.New("boom")), slog.Group("g", slog.String("a", "1"), slog.Int("b", 2)),
 		slog.Any("m", map[string]int{"x": 1}))
 	add(slog.LevelInfo+2, "key with space", slog.String("a key", "v"))
+	add(slog.LevelDebug-1, "", slog.String("k", "\x7f\\ok"), slog.String("", "empty key"))
+	recs = append(recs, slog.NewRecord(time.Time{}, slog.LevelInfo, "no time", 0))
 	for _, format := range []string{"text", "json"} {
 		opts := &slog.HandlerOptions{Level: slog.LevelDebug}
 		mk := func(w io.Writer) slog.Handler {
@@ -43,10 +46,10 @@ func TestAuditSinkBytesAreSlogs(t *testing.T) {
 			return slog.NewTextHandler(w, opts)
 		}
 		var got, want bytes.Buffer
-		sink := newLineSink(&got, slog.LevelDebug, mk)
+		sink := newLineSink(&got, slog.LevelDebug, mk, format == "text")
 		sh, wh := slog.Handler(sink), mk(&want)
 		for i, r := range recs {
-			if i == 2 { // With state applies to the records after it
+			if i == 3 { // With state applies to the records after it
 				sh = sh.WithAttrs([]slog.Attr{slog.String("run", "r 1")}).WithGroup("grp")
 				wh = wh.WithAttrs([]slog.Attr{slog.String("run", "r 1")}).WithGroup("grp")
 			}
@@ -142,17 +145,30 @@ func TestAuditHeldLineIsWrittenAlone(t *testing.T) {
 		defer w.mu.Unlock()
 		return strings.Contains(w.buf.String(), s)
 	}
+	waitFor := func(s string) {
+		deadline := time.Now().Add(10 * time.Second) // generous: heldFor is 100 ms
+		for !contains(s) {
+			if time.Now().After(deadline) {
+				t.Fatalf("held started line %q was never written on its own", s)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 	started("long-run")
 	if contains("long-run") {
 		t.Fatal("a started line was written at once, not held for its run's next line")
 	}
-	deadline := time.Now().Add(10 * time.Second) // generous: heldFor is 100 ms
-	for !contains("execution_id=long-run") {
-		if time.Now().After(deadline) {
-			t.Fatal("a held started line was never written on its own")
-		}
-		time.Sleep(10 * time.Millisecond)
+	waitFor("execution_id=long-run")
+	// The timer is armed again for later runs; lines held together are
+	// written oldest first.
+	started("second")
+	started("third")
+	waitFor("execution_id=third")
+	w.mu.Lock()
+	if log := w.buf.String(); strings.Index(log, "execution_id=second") > strings.Index(log, "execution_id=third") {
+		t.Errorf("held lines out of order:\n%s", log)
 	}
+	w.mu.Unlock()
 
 	started("at-close")
 	if err := closer.Close(); err != nil {
@@ -198,4 +214,29 @@ func TestAuditConcurrentRunsKeepTheirOrder(t *testing.T) {
 	if got := strings.Count(log, "\n"); got != 2*n {
 		t.Errorf("%d lines for %d runs", got, n)
 	}
+}
+
+// FuzzAuditTextMatchesSlog: for any message, key and value, the sink's
+// own text formatting writes exactly what slog's TextHandler writes.
+func FuzzAuditTextMatchesSlog(f *testing.F) {
+	f.Add("workflow.started", "execution_id", "d36d84546fb3ae6b3953dbde", int64(3))
+	f.Add("", "a b", "x=y", int64(-1))
+	f.Add("\xff", "\u00a0", "say \"hi\"\t\\", int64(0))
+	f.Fuzz(func(t *testing.T, msg, key, val string, n int64) {
+		r := slog.NewRecord(time.Unix(1795600000, 123456789), slog.LevelWarn, msg, 0)
+		r.AddAttrs(slog.String(key, val), slog.Int64("n", n), slog.String("k2", msg))
+		var got, want bytes.Buffer
+		text := func(w io.Writer) slog.Handler { return slog.NewTextHandler(w, nil) }
+		sink := newLineSink(&got, slog.LevelInfo, text, true)
+		if err := sink.Handle(context.Background(), r.Clone()); err != nil {
+			t.Fatal(err)
+		}
+		sink.Close() // writes a started line the sink held
+		if err := text(&want).Handle(context.Background(), r.Clone()); err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != want.String() {
+			t.Fatalf("sink %q\nslog %q", got.String(), want.String())
+		}
+	})
 }
