@@ -169,12 +169,18 @@ type Run struct {
 	completion Outcome
 
 	mu      sync.RWMutex
-	outputs []nodeOutput // by programNode.pos
-	trigger map[string]any
-	loops   map[int]int // by edge index; nil until a loop edge fires
-	trace   *Trace
-	respond *HTTPResponse
-	last    string
+	outputs []nodeOutput   // by programNode.pos
+	trigger map[string]any // see Trigger; nil in a child until asked for
+	// A child's trigger is MakeTrigger(triggerKind, triggerInput), built
+	// on demand (resolveTrigger).
+	lazyTrigger  bool
+	triggerKind  string
+	triggerInput any
+	triggerOnce  sync.Once
+	loops        map[int]int // by edge index; nil until a loop edge fires
+	trace        *Trace
+	respond      *HTTPResponse
+	last         string
 
 	// begun and ended are the engine's clock readings at the run's start
 	// and end, shared by its trace, outcome, report and audit events
@@ -207,12 +213,13 @@ type budget struct {
 // `trigger`; any miss is (nil, false).
 func (r *Run) Resolve(path string) (any, bool) {
 	head, rest, _ := strings.Cut(path, ".")
+	if head == "trigger" {
+		return r.resolveTrigger(rest)
+	}
 	r.mu.RLock()
 	var root any
 	var ok bool
-	if head == "trigger" {
-		root, ok = r.trigger, true
-	} else if pn, found := r.Program.nodes[head]; found {
+	if pn, found := r.Program.nodes[head]; found {
 		root, ok = r.outputs[pn.pos].value, r.outputs[pn.pos].set
 	}
 	r.mu.RUnlock()
@@ -223,7 +230,57 @@ func (r *Run) Resolve(path string) (any, bool) {
 }
 
 // Trigger returns the run's trigger value.
-func (r *Run) Trigger() map[string]any { return r.trigger }
+func (r *Run) Trigger() map[string]any {
+	if r.lazyTrigger {
+		r.triggerOnce.Do(func() { r.trigger = MakeTrigger(r.triggerKind, r.triggerInput) })
+	}
+	return r.trigger
+}
+
+// resolveTrigger looks up path inside the trigger. A child run answers
+// from its kind and input as MakeTrigger would arrange them, without
+// building its trigger map until something asks for all of it: a map
+// per child is most of what a small child run allocates.
+func (r *Run) resolveTrigger(path string) (any, bool) {
+	if !r.lazyTrigger || path == "" {
+		return Lookup(r.Trigger(), path)
+	}
+	seg, rest, more := strings.Cut(path, ".")
+	root, ok := r.triggerField(seg)
+	if !ok {
+		return nil, false
+	}
+	if !more {
+		return root, true
+	}
+	return lookupSegments(root, rest)
+}
+
+// triggerField is the field name of a child's trigger: kind, an object
+// input's own fields, or any other input under "input".
+func (r *Run) triggerField(name string) (any, bool) {
+	if name == "kind" {
+		return r.triggerKind, true
+	}
+	switch p := r.triggerInput.(type) {
+	case map[string]any:
+		v, ok := p[name]
+		return v, ok
+	case nil:
+		return nil, false
+	default:
+		return p, name == "input"
+	}
+}
+
+// kind is the run's trigger kind.
+func (r *Run) kind() string {
+	if r.lazyTrigger {
+		return r.triggerKind
+	}
+	k, _ := r.trigger["kind"].(string)
+	return k
+}
 
 // Outputs returns a copy of the node outputs so far.
 func (r *Run) Outputs() map[string]any {
@@ -336,6 +393,11 @@ func (e *Engine) Run(ctx context.Context, p *Program, opts RunOptions) *Report {
 	trig := opts.Trigger
 	if trig == nil {
 		trig = MakeTrigger("manual", nil)
+	} else if !isNormal(trig) {
+		// The trigger is where outside data enters a run: it is made a
+		// value tree once, here, so that node outputs built from the
+		// context are value trees too (NodeKind.ValueModel).
+		trig, _ = Normalize(trig).(map[string]any)
 	}
 	st := &runState{trace: Trace{ExecutionID: id, Entries: newTraceEntries(len(p.order))}}
 	run := &st.run
@@ -402,13 +464,23 @@ const smallChild = 2
 // policy, counters, token budget and deadline, one level deeper. input
 // becomes the child's trigger payload.
 func (r *Run) RunChild(ctx context.Context, child *Program, start string, input any) (*Outcome, *Trace) {
+	if !isNormal(input) { // a caller's own value, not one from the context
+		input = Normalize(input)
+	}
+	out, trace, _ := r.runChild(ctx, child, start, input, time.Time{}, &childState{})
+	return out, trace
+}
+
+// runChild is RunChild in st (zero), starting at the clock reading at
+// (zero: read the clock) and returning the reading that ended the child
+// (zero if it did not run). The outcome and trace may live in st.
+func (r *Run) runChild(ctx context.Context, child *Program, start string, input any, at time.Time, st *childState) (*Outcome, *Trace, time.Time) {
 	if r.Depth+1 > MaxCallDepth {
 		return &Outcome{Status: StatusErrored, Reason: fmt.Sprintf("call depth exceeds %d", MaxCallDepth),
-			Err: Errorf(ClassWorkflow, "call depth exceeds %d", MaxCallDepth)}, &Trace{}
+			Err: Errorf(ClassWorkflow, "call depth exceeds %d", MaxCallDepth)}, &Trace{}, time.Time{}
 	}
-	kind, _ := r.trigger["kind"].(string)
+	kind := r.kind()
 	id := r.ExecutionID + "." + strconv.FormatUint(r.children.Add(1), 10)
-	st := &childState{}
 	c := &st.run
 	c.Engine = r.Engine
 	c.Program = child
@@ -420,7 +492,7 @@ func (r *Run) RunChild(ctx context.Context, child *Program, start string, input 
 	c.Counters = r.Counters
 	c.budget = r.budget
 	c.parent = r
-	c.trigger = MakeTrigger(kind, input)
+	c.lazyTrigger, c.triggerKind, c.triggerInput = true, kind, input
 	c.trace = &st.trace
 	st.trace.ExecutionID = id
 	if n := len(child.order); n <= smallChild {
@@ -431,8 +503,73 @@ func (r *Run) RunChild(ctx context.Context, child *Program, start string, input 
 	if start == "" {
 		c.StartNode = child.DefaultStart()
 	}
+	c.begun = at
 	out := c.execute(ctx, RunOptions{Start: start})
-	return out, c.trace
+	return out, c.trace, c.ended
+}
+
+// ChildJob is one child run for RunChildren.
+type ChildJob struct {
+	Program *Program
+	Start   string
+	// Input is the child's trigger payload: a value from the run's
+	// context, which is a value tree already (RunChild normalises any
+	// other value; RunChildren, which may run thousands, does not walk
+	// them).
+	Input any
+}
+
+// RunChildren runs jobs as child runs (as RunChild does) on at most workers
+// goroutines, the calling one included, and returns their outcomes in job
+// order. A worker starts the next job as soon as it finished one, with no
+// barrier between groups of jobs, so a map of many items starts
+// workers-1 goroutines and not one per item (each new goroutine would
+// also grow its stack again for the walk); one job, or one worker, starts
+// none. A worker reuses the clock reading that ended its previous child as
+// the next child's start, and the memory of its previous child's run (a
+// handler must not keep its Call, or the Run, after it returns). Jobs start
+// in order; after an outcome that is neither completed, failed nor timed
+// out (an engine error, a pause), or once ctx is done, no further job
+// starts and later jobs have a nil outcome. The children's traces are
+// not kept.
+func (r *Run) RunChildren(ctx context.Context, jobs []ChildJob, workers int) []*Outcome {
+	outs := make([]*Outcome, len(jobs))
+	ended := make([]Outcome, len(jobs))
+	var next atomic.Int64 // the next job to start
+	var stop atomic.Bool
+	work := func() {
+		var at time.Time // the end of this worker's previous child
+		var st *childState
+		for !stop.Load() {
+			i := int(next.Add(1) - 1)
+			if i >= len(jobs) || ctx.Err() != nil {
+				stop.Store(true)
+				return
+			}
+			if st == nil {
+				st = &childState{}
+			} else {
+				*st = childState{}
+			}
+			j := &jobs[i]
+			var out *Outcome
+			out, _, at = r.runChild(ctx, j.Program, j.Start, j.Input, at, st)
+			ended[i] = *out // out may live in st
+			outs[i] = &ended[i]
+			switch out.Status {
+			case StatusCompleted, StatusFailed, StatusTimedOut:
+			default:
+				stop.Store(true)
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	for range min(workers, len(jobs)) - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
+	return outs
 }
 
 // auditf emits one audit event tagged with the run, building nothing when
@@ -841,7 +978,7 @@ func (r *Run) safeCall(ctx context.Context, pn *programNode, attempt int) (res R
 		}
 		return res, err
 	}
-	if !isNormal(res.Value) {
+	if !pn.valueModel && !isNormal(res.Value) {
 		res.Value = Normalize(res.Value)
 	}
 	return res, nil

@@ -30,6 +30,8 @@ type programNode struct {
 	pos     int // in Program.order: where a run keeps the node's output
 	handler NodeFunc
 	out     []edge
+	// valueModel: the kind returns value trees only (NodeKind.ValueModel).
+	valueModel bool
 }
 
 type edge struct {
@@ -123,6 +125,7 @@ func compile(wf *workflow.Workflow, opts CompileOptions, depth int) (*Program, e
 			return nil, fmt.Errorf("node %s (%s): %w", id, kind, err)
 		}
 		pn.handler = h
+		pn.valueModel = k.ValueModel
 	}
 	if len(missing) > 0 {
 		var parts []string

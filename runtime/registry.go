@@ -65,6 +65,13 @@ type NodeKind struct {
 	// does not enforce it (handlers check Call.DryRun), it is documentation
 	// for discovery and the manifest.
 	SideEffect bool
+	// ValueModel marks kinds whose handlers return only JSON value trees
+	// (see value.go) made of fresh values and of values taken from the
+	// run's context, which are value trees already: the engine skips
+	// walking their whole output to normalise it on every step. A kind
+	// that returns other Go values (ints, structs, typed slices) leaves
+	// it false.
+	ValueModel bool
 }
 
 var (

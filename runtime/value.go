@@ -82,13 +82,46 @@ var streamDecoders sync.Pool
 
 // EncodeJSON renders v without HTML escaping and without a trailing newline.
 func EncodeJSON(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	e, b, err := encodeJSON(v)
+	if err != nil {
 		return nil, err
 	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+	out := bytes.Clone(b)
+	e.release()
+	return out, nil
+}
+
+// encodeJSON renders v into a pooled encoder's buffer; b is valid until
+// e.release. Templates and logs render values on every step: a pooled
+// encoder saves the encoder, its buffer and the buffer's growth each time.
+func encodeJSON(v any) (e *jsonEncoder, b []byte, err error) {
+	e, _ = jsonEncoders.Get().(*jsonEncoder)
+	if e == nil {
+		e = &jsonEncoder{}
+		e.enc = json.NewEncoder(&e.buf)
+		e.enc.SetEscapeHTML(false)
+	}
+	e.buf.Reset()
+	if err := e.enc.Encode(v); err != nil {
+		e.release()
+		return nil, nil, err
+	}
+	return e, bytes.TrimRight(e.buf.Bytes(), "\n"), nil
+}
+
+type jsonEncoder struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+var jsonEncoders sync.Pool
+
+// release returns e to the pool, unless its buffer grew large (one big
+// value must not pin its memory for the life of the process).
+func (e *jsonEncoder) release() {
+	if e.buf.Cap() <= 64<<10 {
+		jsonEncoders.Put(e)
+	}
 }
 
 // EncodeJSONIndent is EncodeJSON with two-space indentation.
@@ -387,6 +420,12 @@ func Lookup(v any, path string) (any, bool) {
 	if path == "" {
 		return v, true
 	}
+	return lookupSegments(v, path)
+}
+
+// lookupSegments is Lookup's walk: it takes every dot-separated segment of
+// path, even an empty one.
+func lookupSegments(v any, path string) (any, bool) {
 	cur := v
 	for more := true; more; {
 		// Cut, not Split: lookups run for every template marker and
@@ -445,12 +484,26 @@ func SortedKeys[V any](m map[string]V) []string {
 // AsString renders a value for text contexts: strings as-is, everything
 // else as compact JSON.
 func AsString(v any) string {
-	if s, ok := v.(string); ok {
-		return s
+	switch x := v.(type) {
+	case string:
+		return x
+	case json.Number:
+		// What the encoder writes for a valid number (and "" as 0),
+		// and what the fallback below prints for an invalid one.
+		if x == "" {
+			return "0"
+		}
+		return string(x)
+	case bool:
+		return strconv.FormatBool(x)
+	case nil:
+		return "null"
 	}
-	b, err := EncodeJSON(v)
+	e, b, err := encodeJSON(v)
 	if err != nil {
 		return fmt.Sprint(v)
 	}
-	return string(b)
+	s := string(b)
+	e.release()
+	return s
 }

@@ -12,7 +12,6 @@ package compose
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	composespec "github.com/kilnworks/kiln/capabilities/compose/spec"
@@ -28,9 +27,9 @@ const DefaultMaxConcurrent = composespec.DefaultMaxConcurrent
 // generated program registers those its workflow uses, so the others' code
 // is left out; RegisterKinds registers them all.
 var (
-	KindCall     = runtime.NodeKind{Kind: "call", Family: "compose", Prepare: prepareCall}
-	KindParallel = runtime.NodeKind{Kind: "parallel", Family: "compose", Prepare: prepareParallel}
-	KindMap      = runtime.NodeKind{Kind: "map", Family: "compose", Prepare: prepareMap}
+	KindCall     = runtime.NodeKind{Kind: "call", Family: "compose", Prepare: prepareCall, ValueModel: true}
+	KindParallel = runtime.NodeKind{Kind: "parallel", Family: "compose", Prepare: prepareParallel, ValueModel: true}
+	KindMap      = runtime.NodeKind{Kind: "map", Family: "compose", Prepare: prepareMap, ValueModel: true}
 )
 
 // RegisterKinds registers every node kind of this family (capabilities/all
@@ -114,19 +113,14 @@ func prepareCall(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error)
 }
 
 // inputOf resolves a child's trigger input: input_from when set, else the
-// parent's trigger payload (a copy: children share nothing mutable).
+// parent's trigger payload. RunChild copies an object input into the
+// child's own trigger and sets its kind (the parent's kind), so the
+// parent's trigger itself is that payload: children share nothing mutable.
 func inputOf(c *runtime.Call, from string) any {
 	if from != "" {
 		return c.From(from)
 	}
-	trig := c.Run.Trigger()
-	cp := make(map[string]any, len(trig))
-	for k, v := range trig {
-		if k != "kind" {
-			cp[k] = v
-		}
-	}
-	return cp
+	return c.Run.Trigger()
 }
 
 func prepareParallel(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) {
@@ -193,37 +187,43 @@ type job struct {
 	input any
 }
 
-// fanOut runs jobs in waves of at most wave goroutines and joins the
-// results in job order: {results:[{result}|{error}], ok}, branch "error"
-// when any child did not complete. The first child engine error in job
-// order aborts the parent after its wave has finished.
+// fanOut runs jobs on at most wave goroutines at once (Run.RunChildren)
+// and joins the results in job order: {results:[{result}|{error}], ok},
+// branch "error" when any child did not complete. A child engine error
+// stops further children from starting; the first one in job order aborts
+// the parent once the running children have finished.
 func fanOut(ctx context.Context, c *runtime.Call, jobs []job, wave int) (runtime.Result, error) {
+	runs := make([]runtime.ChildJob, len(jobs))
+	for i, j := range jobs {
+		runs[i] = runtime.ChildJob{Program: j.t.prog, Start: j.t.start, Input: j.input}
+	}
+	outs := c.Run.RunChildren(ctx, runs, wave)
+	if err := deadline(ctx, c); err != nil {
+		started := 0
+		for _, o := range outs {
+			if o != nil {
+				started++
+			}
+		}
+		if started < len(jobs) {
+			return runtime.Result{}, c.Errorf(runtime.ClassTimeout, "run deadline reached after %d of %d children", started, len(jobs))
+		}
+		return runtime.Result{}, err
+	}
 	results := make([]any, len(jobs))
 	allOK := true
-	for lo := 0; lo < len(jobs); lo += wave {
-		if err := ctx.Err(); err != nil {
-			return runtime.Result{}, c.Errorf(runtime.ClassTimeout, "run deadline reached after %d of %d children", lo, len(jobs))
+	for i, out := range outs {
+		// Jobs start in order and stop after an engine error, which is
+		// returned here before any job that did not start.
+		if out == nil {
+			return runtime.Result{}, c.Errorf(runtime.ClassTimeout, "run deadline reached after %d of %d children", i, len(jobs))
 		}
-		hi := min(lo+wave, len(jobs))
-		outs := make([]*runtime.Outcome, hi-lo)
-		var wg sync.WaitGroup
-		for i := lo; i < hi; i++ {
-			wg.Go(func() {
-				outs[i-lo], _ = c.Run.RunChild(ctx, jobs[i].t.prog, jobs[i].t.start, jobs[i].input)
-			})
-		}
-		wg.Wait()
-		if err := deadline(ctx, c); err != nil {
+		v, ok, err := childValue(c, jobs[i].t, out)
+		if err != nil {
 			return runtime.Result{}, err
 		}
-		for i, out := range outs {
-			v, ok, err := childValue(c, jobs[lo+i].t, out)
-			if err != nil {
-				return runtime.Result{}, err
-			}
-			allOK = allOK && ok
-			results[lo+i] = v
-		}
+		allOK = allOK && ok
+		results[i] = v
 	}
 	val := map[string]any{"results": results, "ok": allOK}
 	if !allOK {

@@ -20,10 +20,10 @@ const Family = "data"
 // generated program registers those its workflow uses, so the others' code
 // is left out; RegisterKinds registers them all.
 var (
-	KindParseJSON      = runtime.NodeKind{Kind: "parse_json", Family: Family, Prepare: prepareParseJSON}
-	KindJSONSelect     = runtime.NodeKind{Kind: "json_select", Family: Family, Prepare: prepareJSONSelect}
-	KindTemplateRender = runtime.NodeKind{Kind: "template_render", Family: Family, Prepare: prepareTemplateRender}
-	KindDiffCompute    = runtime.NodeKind{Kind: "diff_compute", Family: Family, Prepare: prepareDiffCompute}
+	KindParseJSON      = runtime.NodeKind{Kind: "parse_json", Family: Family, Prepare: prepareParseJSON, ValueModel: true}
+	KindJSONSelect     = runtime.NodeKind{Kind: "json_select", Family: Family, Prepare: prepareJSONSelect, ValueModel: true}
+	KindTemplateRender = runtime.NodeKind{Kind: "template_render", Family: Family, Prepare: prepareTemplateRender, ValueModel: true}
+	KindDiffCompute    = runtime.NodeKind{Kind: "diff_compute", Family: Family, Prepare: prepareDiffCompute, ValueModel: true}
 )
 
 // RegisterKinds registers every node kind of this family (capabilities/all
