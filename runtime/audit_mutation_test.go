@@ -130,3 +130,31 @@ func TestClosersCloseEveryOneAndReportTheFirstFailure(t *testing.T) {
 		t.Errorf("Close of a working closer = %v (%d closed)", err, n)
 	}
 }
+
+// A structured attribute holding a secret is written as its redacted JSON;
+// one JSON cannot encode (a func field) is redacted through its printed
+// form instead of slipping through.
+func TestAuditStructuredAttributesRedacted(t *testing.T) {
+	const secret = "audit-any-secret-5c2b"
+	RedactValue(secret)
+	var buf bytes.Buffer
+	l, _, err := NewAuditLogger(AuditOptions{Stderr: &buf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type unencodable struct {
+		Token string
+		Hook  func()
+	}
+	l.Info("ev", "args", map[string]any{"token": secret}, "odd", unencodable{Token: secret, Hook: func() {}})
+	line := buf.String()
+	if strings.Contains(line, secret) {
+		t.Fatalf("audit line leaks the secret: %s", line)
+	}
+	if !strings.Contains(line, `args="{\"token\":\"[REDACTED]\"}"`) {
+		t.Errorf("structured attribute not written as redacted JSON: %s", line)
+	}
+	if !strings.Contains(line, `odd="{[REDACTED] `) {
+		t.Errorf("unencodable attribute not written as redacted text: %s", line)
+	}
+}
