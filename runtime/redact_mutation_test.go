@@ -1,0 +1,26 @@
+package runtime
+
+import (
+	"fmt"
+	"testing"
+)
+
+// Up to scanMax registered forms, a text is scanned form by form, and
+// one without any comes back as it is (not copied); the last form is
+// still found.
+func TestRedactScansUpToScanMaxForms(t *testing.T) {
+	old := redactor.Load()
+	t.Cleanup(func() { redactor.Store(old) })
+	forms := make([]string, scanMax)
+	for i := range forms {
+		forms[i] = fmt.Sprintf("scan-form-%02d", i)
+	}
+	redactor.Store(newRedactSet(forms))
+	clean := []byte(`{"ok":true}`)
+	if got := RedactBytes(clean); &got[0] != &clean[0] {
+		t.Errorf("with %d forms, clean input was copied", scanMax)
+	}
+	if got := string(RedactBytes([]byte("x " + forms[scanMax-1]))); got != "x "+RedactedMarker {
+		t.Errorf("last form not redacted: %q", got)
+	}
+}
