@@ -44,7 +44,7 @@ type sinkOut struct {
 	// never written after the run's next line.
 	mu     sync.Mutex
 	w      io.Writer
-	held   map[string]*heldLine // by execution_id
+	held   map[string]*lineBuf // by execution_id
 	closed bool
 	// One timer writes the lines held for heldFor, armed while any is held:
 	// cheaper than a timer per run.
@@ -52,30 +52,32 @@ type sinkOut struct {
 	armed bool
 }
 
-type heldLine struct {
-	line []byte
-	at   time.Time
+// lineBuf is one formatter writing into its own buffer. A held line stays
+// in its lineBuf (no copy) until it is written; the buffer then goes back
+// to the pool of the sink it came from, whose formatter it has.
+type lineBuf struct {
+	buf  bytes.Buffer
+	h    slog.Handler
+	pool *sync.Pool
+	at   time.Time // when it was held
 }
 
-// lineBuf is one formatter writing into its own buffer.
-type lineBuf struct {
-	buf bytes.Buffer
-	h   slog.Handler
-}
+func (lb *lineBuf) release() { lb.pool.Put(lb) }
 
 func newLineSink(w io.Writer, level slog.Leveler, format func(io.Writer) slog.Handler, text bool) *lineSink {
-	s := newDerivedSink(&sinkOut{w: w, held: map[string]*heldLine{}}, level, format)
+	s := newDerivedSink(&sinkOut{w: w, held: map[string]*lineBuf{}}, level, format)
 	s.text = text
 	return s
 }
 
 func newDerivedSink(out *sinkOut, level slog.Leveler, format func(io.Writer) slog.Handler) *lineSink {
 	s := &lineSink{out: out, level: level, format: format}
-	s.pool = &sync.Pool{New: func() any {
-		lb := &lineBuf{}
+	s.pool = &sync.Pool{}
+	s.pool.New = func() any {
+		lb := &lineBuf{pool: s.pool}
 		lb.h = format(&lb.buf)
 		return lb
-	}}
+	}
 	return s
 }
 
@@ -101,28 +103,32 @@ func (s *lineSink) WithGroup(name string) slog.Handler {
 
 func (s *lineSink) Handle(ctx context.Context, r slog.Record) error {
 	lb := s.pool.Get().(*lineBuf)
-	defer s.pool.Put(lb)
 	lb.buf.Reset()
 	if b, ok := s.appendText(lb.buf.AvailableBuffer(), &r); ok {
 		lb.buf.Write(b)
 	} else if err := lb.h.Handle(ctx, r); err != nil {
+		lb.release()
 		return err
 	}
 	id := runOf(&r)
 	o := s.out
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	line := lb.buf.Bytes()
+	out := lb
 	if h := o.held[id]; h != nil && id != "" {
 		delete(o.held, id)
-		line = append(h.line, line...)
+		h.buf.Write(lb.buf.Bytes())
+		lb.release()
+		out = h
 	}
 	if id != "" && r.Message == "workflow.started" && !o.closed {
-		o.held[id] = &heldLine{line: bytes.Clone(line), at: time.Now()}
+		out.at = time.Now()
+		o.held[id] = out
 		o.arm(heldFor)
 		return nil
 	}
-	_, err := o.w.Write(line)
+	_, err := o.w.Write(out.buf.Bytes())
+	out.release()
 	return err
 }
 
@@ -163,7 +169,7 @@ func (o *sinkOut) writeDue() {
 		return
 	}
 	now := time.Now()
-	var due []*heldLine
+	var due []*lineBuf
 	next := heldFor
 	for id, h := range o.held {
 		if wait := heldFor - now.Sub(h.at); wait > 0 {
@@ -173,9 +179,10 @@ func (o *sinkOut) writeDue() {
 		delete(o.held, id)
 		due = append(due, h)
 	}
-	slices.SortFunc(due, func(a, b *heldLine) int { return a.at.Compare(b.at) })
+	slices.SortFunc(due, func(a, b *lineBuf) int { return a.at.Compare(b.at) })
 	for _, h := range due {
-		_, _ = o.w.Write(h.line)
+		_, _ = o.w.Write(h.buf.Bytes())
+		h.release()
 	}
 	if len(o.held) > 0 {
 		o.arm(next)
@@ -192,13 +199,14 @@ func (s *lineSink) Close() error {
 	if o.timer != nil {
 		o.timer.Stop()
 	}
-	held := slices.SortedFunc(maps.Values(o.held), func(a, b *heldLine) int { return a.at.Compare(b.at) })
+	held := slices.SortedFunc(maps.Values(o.held), func(a, b *lineBuf) int { return a.at.Compare(b.at) })
 	clear(o.held)
 	var first error
 	for _, h := range held {
-		if _, err := o.w.Write(h.line); err != nil && first == nil {
+		if _, err := o.w.Write(h.buf.Bytes()); err != nil && first == nil {
 			first = err
 		}
+		h.release()
 	}
 	return first
 }

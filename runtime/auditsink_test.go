@@ -8,8 +8,10 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -239,4 +241,47 @@ func FuzzAuditTextMatchesSlog(f *testing.F) {
 			t.Fatalf("sink %q\nslog %q", got.String(), want.String())
 		}
 	})
+}
+
+// BenchmarkAuditRunLines: the two audit lines of a short run (started,
+// completed) written to a real file from concurrent runs, by the sink
+// and, for comparison, by slog's TextHandler as the audit logger used
+// before (two write(2) calls per run).
+func BenchmarkAuditRunLines(b *testing.B) {
+	records := func(id string) (slog.Record, slog.Record) {
+		s := slog.NewRecord(time.Now(), slog.LevelInfo, "workflow.started", 0)
+		s.AddAttrs(slog.String("execution_id", id), slog.String("workflow", "bench"), slog.String("start_node", "main"),
+			slog.Bool("dry_run", false), slog.String("trigger", "http"), slog.String("principal_kind", "anonymous"),
+			slog.String("principal_name", "anonymous"))
+		c := slog.NewRecord(time.Now(), slog.LevelInfo, "workflow.completed", 0)
+		c.AddAttrs(slog.String("execution_id", id), slog.String("workflow", "bench"), slog.String("status", "completed"),
+			slog.String("last_node", "ok"), slog.Int64("elapsed_ms", 0))
+		return s, c
+	}
+	for _, name := range []string{"slog", "sink"} {
+		b.Run(name, func(b *testing.B) {
+			f, err := os.Create(filepath.Join(b.TempDir(), "audit.log"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			text := func(w io.Writer) slog.Handler { return slog.NewTextHandler(w, nil) }
+			h := text(f)
+			if name == "sink" {
+				sink := newLineSink(f, slog.LevelInfo, text, true)
+				defer sink.Close()
+				h = sink
+			}
+			var n atomic.Int64
+			b.ReportAllocs()
+			b.SetParallelism(32) // 64 concurrent runs on 2 cores, as the serve bench
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					s, c := records(strconv.FormatInt(n.Add(1), 16))
+					_ = h.Handle(context.Background(), s)
+					_ = h.Handle(context.Background(), c)
+				}
+			})
+		})
+	}
 }
