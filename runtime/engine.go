@@ -157,6 +157,10 @@ type Run struct {
 
 	budget *budget
 	parent *Run
+	// spare is the memory of this run's last child run on its own
+	// goroutine, reused by the next RunChildren (call runs one child per
+	// node, often in a loop or a chain).
+	spare atomic.Pointer[childState]
 	// children numbers this run's child runs: a child's id is this run's
 	// id and the next number, unique among all its children (concurrent
 	// map and parallel children included) and costing no randomness.
@@ -450,12 +454,10 @@ func (e *Engine) Run(ctx context.Context, p *Program, opts RunOptions) *Report {
 
 // childState is everything a child run allocates up front, in one
 // allocation; a child of up to smallChild nodes (the common map or
-// parallel item) keeps its outputs and trace entries in it too.
+// parallel item) keeps its outputs in it too.
 type childState struct {
 	run     Run
-	trace   Trace
 	outputs [smallChild]nodeOutput
-	entries [smallChild]TraceEntry
 }
 
 const smallChild = 2
@@ -467,17 +469,19 @@ func (r *Run) RunChild(ctx context.Context, child *Program, start string, input 
 	if !isNormal(input) { // a caller's own value, not one from the context
 		input = Normalize(input)
 	}
-	out, trace, _ := r.runChild(ctx, child, start, input, time.Time{}, &childState{})
+	trace := &Trace{}
+	out, _ := r.runChild(ctx, child, start, input, time.Time{}, &childState{}, trace)
 	return out, trace
 }
 
-// runChild is RunChild in st (zero), starting at the clock reading at
-// (zero: read the clock) and returning the reading that ended the child
-// (zero if it did not run). The outcome and trace may live in st.
-func (r *Run) runChild(ctx context.Context, child *Program, start string, input any, at time.Time, st *childState) (*Outcome, *Trace, time.Time) {
+// runChild is RunChild in st (zero), recording its path in trace (nil:
+// none), starting at the clock reading at (zero: read the clock) and
+// returning the reading that ended the child (zero if it did not run).
+// The outcome may live in st.
+func (r *Run) runChild(ctx context.Context, child *Program, start string, input any, at time.Time, st *childState, trace *Trace) (*Outcome, time.Time) {
 	if r.Depth+1 > MaxCallDepth {
 		return &Outcome{Status: StatusErrored, Reason: fmt.Sprintf("call depth exceeds %d", MaxCallDepth),
-			Err: Errorf(ClassWorkflow, "call depth exceeds %d", MaxCallDepth)}, &Trace{}, time.Time{}
+			Err: Errorf(ClassWorkflow, "call depth exceeds %d", MaxCallDepth)}, time.Time{}
 	}
 	kind := r.kind()
 	id := r.ExecutionID + "." + strconv.FormatUint(r.children.Add(1), 10)
@@ -493,19 +497,21 @@ func (r *Run) runChild(ctx context.Context, child *Program, start string, input 
 	c.budget = r.budget
 	c.parent = r
 	c.lazyTrigger, c.triggerKind, c.triggerInput = true, kind, input
-	c.trace = &st.trace
-	st.trace.ExecutionID = id
+	if trace != nil {
+		c.trace = trace
+		*trace = Trace{ExecutionID: id, Entries: newTraceEntries(len(child.order))}
+	}
 	if n := len(child.order); n <= smallChild {
-		c.outputs, st.trace.Entries = st.outputs[:n], st.entries[:0]
+		c.outputs = st.outputs[:n]
 	} else {
-		c.outputs, st.trace.Entries = make([]nodeOutput, n), newTraceEntries(n)
+		c.outputs = make([]nodeOutput, n)
 	}
 	if start == "" {
 		c.StartNode = child.DefaultStart()
 	}
 	c.begun = at
 	out := c.execute(ctx, RunOptions{Start: start})
-	return out, c.trace, c.ended
+	return out, c.ended
 }
 
 // ChildJob is one child run for RunChildren.
@@ -521,7 +527,7 @@ type ChildJob struct {
 
 // RunChildren runs jobs as child runs (as RunChild does) on at most workers
 // goroutines, the calling one included, and returns their outcomes in job
-// order. A worker starts the next job as soon as it finished one, with no
+// order; a job that did not start has an empty Status. A worker starts the next job as soon as it finished one, with no
 // barrier between groups of jobs, so a map of many items starts
 // workers-1 goroutines and not one per item (each new goroutine would
 // also grow its stack again for the walk); one job, or one worker, starts
@@ -530,46 +536,73 @@ type ChildJob struct {
 // handler must not keep its Call, or the Run, after it returns). Jobs start
 // in order; after an outcome that is neither completed, failed nor timed
 // out (an engine error, a pause), or once ctx is done, no further job
-// starts and later jobs have a nil outcome. The children's traces are
-// not kept.
-func (r *Run) RunChildren(ctx context.Context, jobs []ChildJob, workers int) []*Outcome {
-	outs := make([]*Outcome, len(jobs))
-	ended := make([]Outcome, len(jobs))
-	var next atomic.Int64 // the next job to start
-	var stop atomic.Bool
-	work := func() {
-		var at time.Time // the end of this worker's previous child
-		var st *childState
-		for !stop.Load() {
-			i := int(next.Add(1) - 1)
-			if i >= len(jobs) || ctx.Err() != nil {
-				stop.Store(true)
-				return
-			}
-			if st == nil {
-				st = &childState{}
-			} else {
-				*st = childState{}
-			}
-			j := &jobs[i]
-			var out *Outcome
-			out, _, at = r.runChild(ctx, j.Program, j.Start, j.Input, at, st)
-			ended[i] = *out // out may live in st
-			outs[i] = &ended[i]
-			switch out.Status {
-			case StatusCompleted, StatusFailed, StatusTimedOut:
-			default:
-				stop.Store(true)
-			}
+// starts. The children keep no trace: their nodes are seen by the
+// engine's observer and audit as any node is.
+func (r *Run) RunChildren(ctx context.Context, jobs []ChildJob, workers int) []Outcome {
+	outs := make([]Outcome, len(jobs))
+	if workers <= 1 || len(jobs) <= 1 {
+		// One worker: the calling goroutine alone, and no shared counter.
+		if st := r.runJobs(ctx, jobs, outs, r.spare.Swap(nil), nil); st != nil {
+			r.spare.Store(st)
 		}
+		return outs
 	}
+	pool := &jobPool{}
 	var wg sync.WaitGroup
 	for range min(workers, len(jobs)) - 1 {
-		wg.Go(work)
+		wg.Go(func() { r.runJobs(ctx, jobs, outs, nil, pool) })
 	}
-	work()
+	if st := r.runJobs(ctx, jobs, outs, r.spare.Swap(nil), pool); st != nil {
+		r.spare.Store(st)
+	}
 	wg.Wait()
 	return outs
+}
+
+// jobPool is what RunChildren's workers share: the next job to start, and
+// whether to start no more.
+type jobPool struct {
+	next atomic.Int64
+	stop atomic.Bool
+}
+
+// runJobs is one RunChildren worker: it runs the next job until none is
+// left or pool says stop (pool nil: the only worker, taking the jobs in
+// turn), in st (nil: allocated here), and returns st for reuse.
+func (r *Run) runJobs(ctx context.Context, jobs []ChildJob, outs []Outcome, st *childState, pool *jobPool) *childState {
+	var at time.Time // the end of this worker's previous child
+	for i := 0; ; i++ {
+		if pool != nil {
+			if pool.stop.Load() {
+				break
+			}
+			i = int(pool.next.Add(1) - 1)
+		}
+		if i >= len(jobs) || ctx.Err() != nil {
+			break
+		}
+		if st == nil {
+			st = &childState{}
+		} else {
+			*st = childState{}
+		}
+		j := &jobs[i]
+		var out *Outcome
+		out, at = r.runChild(ctx, j.Program, j.Start, j.Input, at, st, nil)
+		outs[i] = *out // out may live in st
+		switch out.Status {
+		case StatusCompleted, StatusFailed, StatusTimedOut:
+		default:
+			if pool == nil {
+				return st
+			}
+			pool.stop.Store(true)
+		}
+	}
+	if pool != nil {
+		pool.stop.Store(true)
+	}
+	return st
 }
 
 // auditf emits one audit event tagged with the run, building nothing when
@@ -821,6 +854,9 @@ func newTraceEntries(nodes int) []TraceEntry {
 // appendTrace records a node that just ran; its elapsed time is filled in
 // by finishTrace at the next clock reading.
 func (r *Run) appendTrace(pn *programNode, outcome, branch string, output any) {
+	if r.trace == nil {
+		return // a child run of RunChildren
+	}
 	var b any
 	if branch != "" {
 		b = branch
@@ -834,6 +870,9 @@ func (r *Run) appendTrace(pn *programNode, outcome, branch string, output any) {
 // Only the run's own goroutine touches the trace until the run ends, so
 // this needs no lock.
 func (r *Run) finishTrace(elapsed time.Duration) {
+	if r.trace == nil {
+		return
+	}
 	if n := len(r.trace.Entries); n > 0 && r.trace.Entries[n-1].ElapsedMS < 0 {
 		r.trace.Entries[n-1].ElapsedMS = elapsed.Milliseconds()
 	}

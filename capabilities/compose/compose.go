@@ -96,12 +96,14 @@ func prepareCall(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error)
 		return nil, err
 	}
 	return func(ctx context.Context, c *runtime.Call) (runtime.Result, error) {
-		input := inputOf(c, c.Node.InputFrom)
-		out, _ := c.Run.RunChild(ctx, t.prog, t.start, input)
+		outs := c.Run.RunChildren(ctx, []runtime.ChildJob{{Program: t.prog, Start: t.start, Input: inputOf(c, c.Node.InputFrom)}}, 1)
 		if err := deadline(ctx, c); err != nil {
 			return runtime.Result{}, err
 		}
-		v, ok, err := childValue(c, t, out)
+		if outs[0].Status == "" { // the run ended before the child started
+			return runtime.Result{}, c.Errorf(runtime.ClassTimeout, "run deadline reached before child workflow %s started", t.path)
+		}
+		v, ok, err := childValue(c, t, &outs[0])
 		if err != nil {
 			return runtime.Result{}, err
 		}
@@ -201,7 +203,7 @@ func fanOut(ctx context.Context, c *runtime.Call, jobs []job, wave int) (runtime
 	if err := deadline(ctx, c); err != nil {
 		started := 0
 		for _, o := range outs {
-			if o != nil {
+			if o.Status != "" {
 				started++
 			}
 		}
@@ -212,10 +214,11 @@ func fanOut(ctx context.Context, c *runtime.Call, jobs []job, wave int) (runtime
 	}
 	results := make([]any, len(jobs))
 	allOK := true
-	for i, out := range outs {
+	for i := range outs {
 		// Jobs start in order and stop after an engine error, which is
 		// returned here before any job that did not start.
-		if out == nil {
+		out := &outs[i]
+		if out.Status == "" {
 			return runtime.Result{}, c.Errorf(runtime.ClassTimeout, "run deadline reached after %d of %d children", i, len(jobs))
 		}
 		v, ok, err := childValue(c, jobs[i].t, out)
