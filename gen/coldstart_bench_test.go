@@ -245,22 +245,27 @@ func BenchmarkIdleRSS(b *testing.B) {
 	}
 	bare := filepath.Join(dir, "bare")
 	buildGo(b, bareServerSource, bare)
-	var rss ratios
+	var rss, anon ratios
 	for b.Loop() {
 		for range rssRounds {
-			base := idleRSS(b, exec.Command(bare))
-			kiln := idleRSS(b, exec.Command(sealed, "--bind", "127.0.0.1:0", "--state-dir", b.TempDir()))
+			base, baseAnon := idleRSS(b, exec.Command(bare))
+			kiln, kilnAnon := idleRSS(b, exec.Command(sealed, "--bind", "127.0.0.1:0", "--state-dir", b.TempDir()))
 			rss.add(float64(kiln), float64(base))
+			anon.add(float64(kilnAnon), float64(baseAnon))
 		}
 	}
 	rss.report(b, "idle-rss", "KiB", 1, 1.3)
+	// VmRSS is mostly the binary's own pages (shared page cache); RssAnon
+	// is the process's private memory.
+	anon.report(b, "idle-rss-anon", "KiB", 1, 1.3)
 }
 
 var listenAddr = regexp.MustCompile(`addr=(127\.0\.0\.1:[0-9]+)`)
 
 // idleRSS starts cmd, waits for the address it logs on stderr, sends one
-// request, reads VmRSS (KiB) and stops the process with SIGTERM.
-func idleRSS(b *testing.B, cmd *exec.Cmd) int {
+// request, reads VmRSS and RssAnon (KiB) and stops the process with
+// SIGTERM.
+func idleRSS(b *testing.B, cmd *exec.Cmd) (rss, anon int) {
 	b.Helper()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -312,10 +317,13 @@ func idleRSS(b *testing.B, cmd *exec.Cmd) int {
 	if err != nil {
 		b.Fatal(err)
 	}
-	m := regexp.MustCompile(`(?m)^VmRSS:\s+([0-9]+) kB`).FindSubmatch(status)
-	if m == nil {
-		b.Fatalf("no VmRSS in /proc/%d/status", cmd.Process.Pid)
+	kib := func(field string) int {
+		m := regexp.MustCompile(`(?m)^` + field + `:\s+([0-9]+) kB`).FindSubmatch(status)
+		if m == nil {
+			b.Fatalf("no %s in /proc/%d/status", field, cmd.Process.Pid)
+		}
+		n, _ := strconv.Atoi(string(m[1]))
+		return n
 	}
-	kib, _ := strconv.Atoi(string(m[1]))
-	return kib
+	return kib("VmRSS"), kib("RssAnon")
 }
