@@ -24,3 +24,21 @@ func TestRedactScansUpToScanMaxForms(t *testing.T) {
 		t.Errorf("last form not redacted: %q", got)
 	}
 }
+
+// An escape right after another escape, or at the very start, is still
+// read: a secret spelled with \u escapes behind a \n is found by decoding,
+// never waved through as canonical.
+func TestRedactJSONEscapeAfterEscape(t *testing.T) {
+	for _, text := range []string{`"\n\u0061"`, `\u0061`, `"\t\/"`} {
+		if canonicalJSON([]byte(text)) {
+			t.Errorf("%s accepted as canonical", text)
+		}
+	}
+	const secret = "zz-escaped-secret-41f0"
+	RedactValue(secret)
+	in := []byte(`{"k":"\n\u007az-escaped-secret-41f0"}`)
+	got := string(RedactJSON(in))
+	if got != `{"k":"\n[REDACTED]"}` {
+		t.Errorf("RedactJSON(%s) = %s, want the escaped secret redacted", in, got)
+	}
+}
