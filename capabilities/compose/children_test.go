@@ -187,3 +187,46 @@ func TestChildOutputsAreValueTrees(t *testing.T) {
 		t.Fatalf("results[1] = %#v", got[1])
 	}
 }
+
+// call reuses its run's spare child memory for the next call: a chain of
+// calls to the probe shows each child a fresh run.
+func TestCallChildrenShareNoState(t *testing.T) {
+	probe := `
+name = "c"
+[[nodes]]
+id = "probe"
+type = "ctest_probe"
+[[nodes]]
+id = "later"
+type = "ctest_last"
+[[edges]]
+from = "probe"
+to = "later"
+`
+	p := build(t, `
+name = "parent"
+[[nodes]]
+id = "c1"
+type = "call"
+workflow = "probe.toml"
+input_from = "trigger.a"
+[[nodes]]
+id = "c2"
+type = "call"
+workflow = "probe.toml"
+input_from = "trigger.b"
+[[edges]]
+from = "c1"
+to = "c2"
+`, map[string]string{"probe.toml": probe})
+	rep := run(t, p, map[string]any{"a": "first", "b": "second"}, 0)
+	if rep.Outcome.Status != runtime.StatusCompleted {
+		t.Fatalf("outcome %+v", rep.Outcome)
+	}
+	for i, want := range []string{"first", "second"} {
+		got := rep.Trace.Entries[i].Output.(map[string]any)["result"].(map[string]any)
+		if got["later_set"] != false || got["input"] != want || got["outputs"] != json.Number("0") {
+			t.Fatalf("call %d: %v: the child saw another child's state", i+1, got)
+		}
+	}
+}
