@@ -42,3 +42,19 @@ func TestRedactJSONEscapeAfterEscape(t *testing.T) {
 		t.Errorf("RedactJSON(%s) = %s, want the escaped secret redacted", in, got)
 	}
 }
+
+// A \u escape cut short by the end of the text is not canonical (and is
+// never read past the end); one that ends exactly at the end of the text
+// is judged like any other.
+func TestCanonicalJSONEscapeAtTheEnd(t *testing.T) {
+	for _, text := range []string{`"\u00`, `"\u00"`, `"\u002`, `\u`} {
+		b := []byte(text)
+		b = b[:len(b):len(b)] // nothing readable past the end
+		if canonicalJSON(b) {
+			t.Errorf("%s accepted as canonical", text)
+		}
+	}
+	if !canonicalJSON([]byte(`"a\u0001`)) {
+		t.Error(`a text ending in EncodeJSON's own \u0001 is not canonical`)
+	}
+}
