@@ -138,17 +138,23 @@ func run(requests, concurrency, rounds int, wrkDuration time.Duration, wrkPath, 
 		defer pprof.StopCPUProfile()
 	}
 	fmt.Printf("\nGo generator (in process): %d requests per round, rounds alternate bare and kiln\n", requests)
-	goRes := map[string][]float64{}
+	goRes, goCPU := map[string][]float64{}, map[string][]float64{}
 	failed := int64(0)
 	for i := 1; i <= rounds; i++ {
 		for _, t := range targets {
 			r := load(t.url, requests, concurrency)
 			failed += r.errors
 			goRes[t.name] = append(goRes[t.name], r.rps)
+			// CPU per request inverted, so the ratio reads like throughput.
+			goCPU[t.name] = append(goCPU[t.name], float64(r.n)/r.cpu.Seconds())
 			fmt.Printf("  round %d %-4s %s\n", i, t.name, r)
 		}
 	}
 	summary("Go generator", goRes)
+	// Throughput on a shared machine follows whatever else runs; CPU per
+	// request (generator included) is steadier: the inverse ratio is the
+	// throughput ratio the two would have alone on these cores.
+	summary("Go generator, by CPU per request", goCPU)
 
 	wrk, err := exec.LookPath(wrkPath)
 	if err != nil {
@@ -163,19 +169,25 @@ func run(requests, concurrency, rounds int, wrkDuration time.Duration, wrkPath, 
 			return err
 		}
 		fmt.Printf("\nwrk (2 threads, %d connections, %v per round), rounds alternate bare and kiln\n", concurrency, wrkDuration)
-		wrkRes := map[string][]float64{}
+		wrkRes, wrkCPU := map[string][]float64{}, map[string][]float64{}
 		for i := 1; i <= rounds; i++ {
 			for _, t := range targets {
+				cpu0 := processCPU()
 				r, err := runWrk(wrk, script, t.url, concurrency, wrkDuration)
 				if err != nil {
 					return fmt.Errorf("wrk round %d %s: %w", i, t.name, err)
 				}
+				// wrk is another process: this one's CPU is the server's alone.
+				cpu := processCPU() - cpu0
 				failed += r.errors
 				wrkRes[t.name] = append(wrkRes[t.name], r.rps)
-				fmt.Printf("  round %d %-4s %8.0f req/s  errors %d\n", i, t.name, r.rps, r.errors)
+				wrkCPU[t.name] = append(wrkCPU[t.name], float64(r.n)/cpu.Seconds())
+				fmt.Printf("  round %d %-4s %8.0f req/s  %5.1f µs server CPU/req  errors %d\n",
+					i, t.name, r.rps, float64(cpu.Nanoseconds())/1000/float64(r.n), r.errors)
 			}
 		}
 		summary("wrk", wrkRes)
+		summary("wrk, by server CPU per request", wrkCPU)
 	}
 	if failed > 0 {
 		return fmt.Errorf("%d failed requests", failed)
@@ -205,7 +217,7 @@ func summary(generator string, res map[string][]float64) {
 	}
 	bm, _, _ := MedianMinMax(bare)
 	km, _, _ := MedianMinMax(kiln)
-	fmt.Printf("  %s: median bare %.0f req/s, kiln %.0f req/s; ratio kiln/bare per round [%s]: median %.2f (min %.2f, max %.2f), %s the %.1f target\n",
+	fmt.Printf("  %s: median bare %.0f, kiln %.0f req/s; ratio kiln/bare per round [%s]: median %.2f (min %.2f, max %.2f), %s the %.1f target\n",
 		generator, bm, km, strings.Join(rs, " "), med, lo, hi, verdict, target)
 }
 
@@ -356,6 +368,7 @@ func processCPU() time.Duration {
 
 var (
 	wrkRPS    = regexp.MustCompile(`(?m)^Requests/sec:\s+([0-9.]+)`)
+	wrkCount  = regexp.MustCompile(`(?m)^\s*([0-9]+) requests in `)
 	wrkNon2xx = regexp.MustCompile(`(?m)^\s*Non-2xx or 3xx responses:\s+([0-9]+)`)
 	wrkSocket = regexp.MustCompile(`(?m)^\s*Socket errors: connect ([0-9]+), read ([0-9]+), write ([0-9]+), timeout ([0-9]+)`)
 )
@@ -385,6 +398,14 @@ func parseWrk(out string) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
+	m = wrkCount.FindStringSubmatch(out)
+	if m == nil {
+		return result{}, fmt.Errorf("no request count in wrk's output:\n%s", out)
+	}
+	n, err := strconv.Atoi(m[1])
+	if err != nil || n == 0 {
+		return result{}, fmt.Errorf("wrk sent no requests:\n%s", out)
+	}
 	var errs int64
 	if m := wrkNon2xx.FindStringSubmatch(out); m != nil {
 		n, _ := strconv.ParseInt(m[1], 10, 64)
@@ -396,5 +417,5 @@ func parseWrk(out string) (result, error) {
 			errs += n
 		}
 	}
-	return result{rps: rps, errors: errs}, nil
+	return result{rps: rps, n: n, errors: errs}, nil
 }

@@ -92,7 +92,7 @@ Requests/sec:  13959.87
 Transfer/sec:      1.90MB
 `
 	r, err := parseWrk(out)
-	if err != nil || r.rps != 13959.87 || r.errors != 7 {
+	if err != nil || r.rps != 13959.87 || r.n != 41880 || r.errors != 7 {
 		t.Fatalf("%+v %v", r, err)
 	}
 	if _, err := parseWrk("unable to connect"); err == nil {
