@@ -20,7 +20,8 @@ import (
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
-// DefaultMaxConcurrent is map's wave size when max_concurrent is unset.
+// DefaultMaxConcurrent is how many map children run at once when
+// max_concurrent is unset.
 const DefaultMaxConcurrent = composespec.DefaultMaxConcurrent
 
 // The node kinds of this family. No build registers them from init: a

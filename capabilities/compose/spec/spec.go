@@ -8,7 +8,8 @@ import (
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
-// DefaultMaxConcurrent is map's wave size when max_concurrent is unset.
+// DefaultMaxConcurrent is how many map children run at once when
+// max_concurrent is unset.
 const DefaultMaxConcurrent = 4
 
 // Family is the compose family's declaration.
@@ -49,7 +50,7 @@ var Family = spec.Family{
 		},
 		{
 			Name: "map",
-			Doc:  "Runs a child workflow once per item of an array, in waves of max_concurrent, and collects the results in item order. More items than max_items is an error: map never truncates.",
+			Doc:  "Runs a child workflow once per item of an array, at most max_concurrent at a time (a worker starts the next item as soon as it finishes one), and collects the results in item order. More items than max_items is an error: map never truncates.",
 			Keys: []spec.Key{
 				{Name: "items_from", Type: spec.Path, Required: true, Doc: "the items, a JSON array"},
 				{Name: "workflow", Type: spec.String, Required: true, Doc: "the child workflow file"},
