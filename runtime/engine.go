@@ -571,6 +571,47 @@ func (r *Run) RunChildren(ctx context.Context, jobs []ChildJob, workers int) []O
 	return outs
 }
 
+// RunOneChild runs one job as RunChildren does with one job (on the
+// calling goroutine, in the run's spare child memory) and returns its
+// outcome, empty when the job did not start: call runs a child per node,
+// and this costs it no slices.
+func (r *Run) RunOneChild(ctx context.Context, j ChildJob) (out Outcome) {
+	st := r.spare.Swap(nil)
+	if st == nil {
+		st = &childState{}
+	} else {
+		st.reset()
+	}
+	if ctx.Err() == nil {
+		o, _ := r.runChild(ctx, j.Program, j.Start, j.Input, time.Time{}, st, nil)
+		out = *o // o may live in st
+	}
+	r.spare.Store(st)
+	return out
+}
+
+// reset makes a used childState as fresh as a zero one, for the next
+// child: nothing of the previous child's run may reach it. Only the
+// fields runChild does not set are cleared here (clearing the whole
+// struct, half a kilobyte of pointers, costs a write barrier on every
+// word while the GC marks); TestChildStateResetIsComplete fails when Run
+// gains a field this does not know about.
+func (st *childState) reset() {
+	c := &st.run
+	c.spare.Store(nil)
+	c.children.Store(0)
+	c.call = Call{}
+	c.completion = Outcome{}
+	c.trigger = nil
+	c.triggerOnce = sync.Once{}
+	c.loops = nil
+	c.trace = nil
+	c.respond = nil
+	c.last = ""
+	c.ended = time.Time{}
+	clear(st.outputs[:])
+}
+
 // jobPool is what RunChildren's workers share: the next job to start, and
 // whether to start no more.
 type jobPool struct {
@@ -596,7 +637,7 @@ func (r *Run) runJobs(ctx context.Context, jobs []ChildJob, outs []Outcome, st *
 		if st == nil {
 			st = &childState{}
 		} else {
-			*st = childState{}
+			st.reset()
 		}
 		j := &jobs[i]
 		var out *Outcome
@@ -1036,8 +1077,11 @@ func (r *Run) safeCall(ctx context.Context, pn *programNode, attempt int) (res R
 }
 
 func (r *Run) completed(v any) *Outcome {
-	r.completion = Outcome{Status: StatusCompleted, FinalValue: v, LastNode: r.last, HTTPResponse: r.respond}
-	return &r.completion
+	// Field by field into memory that is zero: a composite literal here
+	// is built aside and copied in, a write barrier on every word.
+	c := &r.completion
+	c.Status, c.FinalValue, c.LastNode, c.HTTPResponse = StatusCompleted, v, r.last, r.respond
+	return c
 }
 
 func (r *Run) errored(err error) *Outcome {

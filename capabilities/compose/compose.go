@@ -97,14 +97,14 @@ func prepareCall(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error)
 		return nil, err
 	}
 	return func(ctx context.Context, c *runtime.Call) (runtime.Result, error) {
-		outs := c.Run.RunChildren(ctx, []runtime.ChildJob{{Program: t.prog, Start: t.start, Input: inputOf(c, c.Node.InputFrom)}}, 1)
+		out := c.Run.RunOneChild(ctx, runtime.ChildJob{Program: t.prog, Start: t.start, Input: inputOf(c, c.Node.InputFrom)})
 		if err := deadline(ctx, c); err != nil {
 			return runtime.Result{}, err
 		}
-		if outs[0].Status == "" { // the run ended before the child started
+		if out.Status == "" { // the run ended before the child started
 			return runtime.Result{}, c.Errorf(runtime.ClassTimeout, "run deadline reached before child workflow %s started", t.path)
 		}
-		v, ok, err := childValue(c, t, &outs[0])
+		v, ok, err := childValue(c, t, &out)
 		if err != nil {
 			return runtime.Result{}, err
 		}
