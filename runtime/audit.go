@@ -144,7 +144,7 @@ func NewAuditLogger(o AuditOptions) (*slog.Logger, io.Closer, error) {
 		closer.Close()
 		return nil, nil, fmt.Errorf("log format %q: want text or json", o.Format)
 	}
-	sink := newLineSink(w, level, format, o.Format != "json")
+	sink := newLineSink(w, level, format)
 	closer = closers{sink, closer} // held lines are written before the files close
 	rh := &redactHandler{inner: sink}
 	if len(o.RedactFields)+len(o.DropFields) > 0 {

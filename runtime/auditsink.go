@@ -5,13 +5,8 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"maps"
-	"slices"
-	"strconv"
 	"sync"
 	"time"
-	"unicode"
-	"unicode/utf8"
 )
 
 // heldFor bounds how long a run's workflow.started line may wait for the
@@ -31,9 +26,6 @@ type lineSink struct {
 	level  slog.Leveler
 	format func(io.Writer) slog.Handler // slog's handler with this sink's With state
 	pool   *sync.Pool                   // of *lineBuf built with format
-	// text: the sink writes slog's text format without With state, so
-	// appendText may format plain records instead of slog.
-	text bool
 }
 
 // sinkOut is what every sink derived with WithAttrs/WithGroup shares: the
@@ -64,10 +56,8 @@ type lineBuf struct {
 
 func (lb *lineBuf) release() { lb.pool.Put(lb) }
 
-func newLineSink(w io.Writer, level slog.Leveler, format func(io.Writer) slog.Handler, text bool) *lineSink {
-	s := newDerivedSink(&sinkOut{w: w, held: map[string]*lineBuf{}}, level, format)
-	s.text = text
-	return s
+func newLineSink(w io.Writer, level slog.Leveler, format func(io.Writer) slog.Handler) *lineSink {
+	return newDerivedSink(&sinkOut{w: w, held: map[string]*lineBuf{}}, level, format)
 }
 
 func newDerivedSink(out *sinkOut, level slog.Leveler, format func(io.Writer) slog.Handler) *lineSink {
@@ -104,9 +94,7 @@ func (s *lineSink) WithGroup(name string) slog.Handler {
 func (s *lineSink) Handle(ctx context.Context, r slog.Record) error {
 	lb := s.pool.Get().(*lineBuf)
 	lb.buf.Reset()
-	if b, ok := s.appendText(lb.buf.AvailableBuffer(), &r); ok {
-		lb.buf.Write(b)
-	} else if err := lb.h.Handle(ctx, r); err != nil {
+	if err := lb.h.Handle(ctx, r); err != nil {
 		lb.release()
 		return err
 	}
@@ -159,8 +147,9 @@ func runOf(r *slog.Record) string {
 	return id
 }
 
-// writeDue writes the lines held for heldFor or longer, oldest first, and
-// rearms the timer for the next one due.
+// writeDue writes the lines held for heldFor or longer, and rearms the
+// timer for the next one due. Lines of different runs are not ordered
+// among themselves (each carries its time).
 func (o *sinkOut) writeDue() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -169,7 +158,6 @@ func (o *sinkOut) writeDue() {
 		return
 	}
 	now := time.Now()
-	var due []*lineBuf
 	next := heldFor
 	for id, h := range o.held {
 		if wait := heldFor - now.Sub(h.at); wait > 0 {
@@ -177,10 +165,6 @@ func (o *sinkOut) writeDue() {
 			continue
 		}
 		delete(o.held, id)
-		due = append(due, h)
-	}
-	slices.SortFunc(due, func(a, b *lineBuf) int { return a.at.Compare(b.at) })
-	for _, h := range due {
 		_, _ = o.w.Write(h.buf.Bytes())
 		h.release()
 	}
@@ -199,114 +183,13 @@ func (s *lineSink) Close() error {
 	if o.timer != nil {
 		o.timer.Stop()
 	}
-	held := slices.SortedFunc(maps.Values(o.held), func(a, b *lineBuf) int { return a.at.Compare(b.at) })
-	clear(o.held)
 	var first error
-	for _, h := range held {
+	for id, h := range o.held {
+		delete(o.held, id)
 		if _, err := o.w.Write(h.buf.Bytes()); err != nil && first == nil {
 			first = err
 		}
 		h.release()
 	}
 	return first
-}
-
-// appendText appends r as slog's TextHandler formats it (no With state,
-// no ReplaceAttr, no source), when every attribute is a plain value:
-// string, number, bool, duration or time. ok is false for any other
-// record, which slog then formats. The per-run events take this path:
-// it skips slog's per-record state, and checks quoting byte by byte.
-func (s *lineSink) appendText(b []byte, r *slog.Record) (_ []byte, ok bool) {
-	if !s.text {
-		return b, false
-	}
-	ok = true
-	r.Attrs(func(a slog.Attr) bool {
-		switch a.Value.Kind() {
-		case slog.KindString, slog.KindInt64, slog.KindUint64, slog.KindFloat64, slog.KindBool, slog.KindDuration, slog.KindTime:
-			ok = a.Key != "" // slog elides some attributes with an empty key
-		default:
-			ok = false
-		}
-		return ok
-	})
-	if !ok {
-		return b, false
-	}
-	if !r.Time.IsZero() {
-		b = append(b, "time="...)
-		b = appendRFC3339Millis(b, r.Time.Round(0))
-		b = append(b, ' ')
-	}
-	b = append(b, "level="...)
-	b = appendTextString(b, r.Level.String())
-	b = append(b, " msg="...)
-	b = appendTextString(b, r.Message)
-	r.Attrs(func(a slog.Attr) bool {
-		b = append(b, ' ')
-		b = appendTextString(b, a.Key)
-		b = append(b, '=')
-		switch v := a.Value; v.Kind() {
-		case slog.KindString:
-			b = appendTextString(b, v.String())
-		case slog.KindInt64:
-			b = strconv.AppendInt(b, v.Int64(), 10)
-		case slog.KindUint64:
-			b = strconv.AppendUint(b, v.Uint64(), 10)
-		case slog.KindFloat64:
-			b = strconv.AppendFloat(b, v.Float64(), 'g', -1, 64)
-		case slog.KindBool:
-			b = strconv.AppendBool(b, v.Bool())
-		case slog.KindDuration:
-			b = append(b, v.Duration().String()...)
-		case slog.KindTime:
-			b = appendRFC3339Millis(b, v.Time())
-		}
-		return true
-	})
-	return append(b, '\n'), true
-}
-
-// appendTextString appends s as slog's text format does: as it is, or
-// Go-quoted when it is empty or holds a space, '=', '"', a control
-// character, invalid UTF-8 or a non-printing rune.
-func appendTextString(b []byte, s string) []byte {
-	if textNeedsQuoting(s) {
-		return strconv.AppendQuote(b, s)
-	}
-	return append(b, s...)
-}
-
-func textNeedsQuoting(s string) bool {
-	if s == "" {
-		return true
-	}
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c <= ' ' || c == '=' || c == '"' {
-				return true
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError || unicode.IsSpace(r) || !unicode.IsPrint(r) {
-			return true
-		}
-		i += size
-	}
-	return false
-}
-
-// appendRFC3339Millis is slog's time format: RFC 3339 with exactly three
-// digits of milliseconds, truncated.
-func appendRFC3339Millis(b []byte, t time.Time) []byte {
-	const prefixLen = len("2006-01-02T15:04:05.000")
-	n := len(b)
-	// RFC3339Nano trims trailing zeros: add 1/10 ms so there are four
-	// digits after the point, then drop the fourth.
-	t = t.Truncate(time.Millisecond).Add(time.Millisecond / 10)
-	b = t.AppendFormat(b, time.RFC3339Nano)
-	return append(b[:n+prefixLen], b[n+prefixLen+1:]...)
 }
