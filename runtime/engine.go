@@ -806,6 +806,8 @@ func (r *Run) walk(ctx context.Context, opts RunOptions, started time.Time, prev
 	var pn *programNode
 	if cp := opts.Resume; cp != nil {
 		cur = cp.NextNode // restored by execute
+	} else if de := r.Program.defaultEntry; de != nil && r.StartNode == r.Program.DefaultStart() {
+		cur, pn = de.node.ID, de
 	} else {
 		entry, err := r.Program.Entry(r.StartNode)
 		if err != nil {

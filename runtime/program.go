@@ -20,6 +20,9 @@ type Program struct {
 	order    []string // node ids in declaration order
 	inDegree map[string]int
 	entries  map[string]string // start name -> entry node, see cacheEntries
+	// defaultEntry is the entry node of DefaultStart (nil: none), where
+	// most runs and every map item start: found once, not per run.
+	defaultEntry *programNode
 	// Extra is load-time state capability packages attach to a program
 	// (compiled schemas, clients); keyed by the package's own key type.
 	extra map[any]any
@@ -189,6 +192,9 @@ func (p *Program) cacheEntries() {
 		if id, err := p.entry(name); err == nil {
 			p.entries[name] = id
 		}
+	}
+	if id, ok := p.entries[p.DefaultStart()]; ok {
+		p.defaultEntry = p.nodes[id]
 	}
 }
 
