@@ -482,21 +482,65 @@ func (r *Run) RunChild(ctx context.Context, child *Program, start string, input 
 		input = Normalize(input)
 	}
 	trace := &Trace{}
-	out, _ := r.runChild(ctx, child, start, input, time.Time{}, &childState{}, trace)
+	out, _ := r.runChild(ctx, child, start, input, r.childID(), time.Time{}, &childState{}, trace)
 	return out, trace
+}
+
+// childID is the id of the run's next child: the run's id and the next
+// number, unique among all its children (concurrent map and parallel
+// children included) and costing no randomness.
+func (r *Run) childID() string {
+	return r.ExecutionID + "." + strconv.FormatUint(r.children.Add(1), 10)
+}
+
+// childIDs hands a RunChildren worker the ids of its children: it reserves
+// up to idBatch of the run's child numbers at a time and builds their ids
+// in one string, one allocation for many children instead of one each.
+// The ids are unique as childID's are; a worker that reserved more than
+// it ran leaves gaps in the numbers.
+type childIDs struct {
+	buf     string
+	ends    [idBatch]int
+	n, used int
+}
+
+const idBatch = 16
+
+// next returns the worker's next child id; want is how many children are
+// left to run at most (the size of the next reservation, up to idBatch).
+func (ids *childIDs) next(r *Run, want int) string {
+	if ids.used == ids.n {
+		k := min(idBatch, max(1, want))
+		first := r.children.Add(uint64(k)) - uint64(k) + 1
+		var b strings.Builder
+		b.Grow(k * (len(r.ExecutionID) + 4))
+		var num [20]byte
+		for i := range k {
+			b.WriteString(r.ExecutionID)
+			b.WriteByte('.')
+			b.Write(strconv.AppendUint(num[:0], first+uint64(i), 10))
+			ids.ends[i] = b.Len()
+		}
+		ids.buf, ids.n, ids.used = b.String(), k, 0
+	}
+	start := 0
+	if ids.used > 0 {
+		start = ids.ends[ids.used-1]
+	}
+	ids.used++
+	return ids.buf[start:ids.ends[ids.used-1]]
 }
 
 // runChild is RunChild in st (zero), recording its path in trace (nil:
 // none), starting at the clock reading at (zero: read the clock) and
 // returning the reading that ended the child (zero if it did not run).
 // The outcome may live in st.
-func (r *Run) runChild(ctx context.Context, child *Program, start string, input any, at time.Time, st *childState, trace *Trace) (*Outcome, time.Time) {
+func (r *Run) runChild(ctx context.Context, child *Program, start string, input any, id string, at time.Time, st *childState, trace *Trace) (*Outcome, time.Time) {
 	if r.Depth+1 > MaxCallDepth {
 		return &Outcome{Status: StatusErrored, Reason: fmt.Sprintf("call depth exceeds %d", MaxCallDepth),
 			Err: Errorf(ClassWorkflow, "call depth exceeds %d", MaxCallDepth)}, time.Time{}
 	}
 	kind := r.kind()
-	id := r.ExecutionID + "." + strconv.FormatUint(r.children.Add(1), 10)
 	c := &st.run
 	c.Engine = r.Engine
 	c.Program = child
@@ -583,7 +627,7 @@ func (r *Run) RunOneChild(ctx context.Context, j ChildJob) (out Outcome) {
 		st.reset()
 	}
 	if ctx.Err() == nil {
-		o, _ := r.runChild(ctx, j.Program, j.Start, j.Input, time.Time{}, st, nil)
+		o, _ := r.runChild(ctx, j.Program, j.Start, j.Input, r.childID(), time.Time{}, st, nil)
 		out = *o // o may live in st
 	}
 	r.spare.Store(st)
@@ -624,6 +668,7 @@ type jobPool struct {
 // turn), in st (nil: allocated here), and returns st for reuse.
 func (r *Run) runJobs(ctx context.Context, jobs []ChildJob, outs []Outcome, st *childState, pool *jobPool) *childState {
 	var at time.Time // the end of this worker's previous child
+	var ids childIDs
 	for i := 0; ; i++ {
 		if pool != nil {
 			if pool.stop.Load() {
@@ -641,7 +686,7 @@ func (r *Run) runJobs(ctx context.Context, jobs []ChildJob, outs []Outcome, st *
 		}
 		j := &jobs[i]
 		var out *Outcome
-		out, at = r.runChild(ctx, j.Program, j.Start, j.Input, at, st, nil)
+		out, at = r.runChild(ctx, j.Program, j.Start, j.Input, ids.next(r, len(jobs)-i), at, st, nil)
 		outs[i] = *out // out may live in st
 		switch out.Status {
 		case StatusCompleted, StatusFailed, StatusTimedOut:
