@@ -24,7 +24,7 @@ tools: cosign mcp-everything mermaid-parser deb-tools postgres-tools
 # `apt-get update` for all of them. Installing needs root (CI runs as root);
 # without it the tests that need the command skip outside CI and fail
 # under CI=true.
-DEB_TOOLS := systemd-analyze=systemd skopeo=skopeo dot=graphviz chromium=chromium promtool=prometheus wrk=wrk
+DEB_TOOLS := systemd-analyze=systemd skopeo=skopeo dot=graphviz chromium=chromium promtool=prometheus
 .PHONY: deb-tools
 deb-tools:
 	@missing=""; for pair in $(DEB_TOOLS); do \
