@@ -959,11 +959,22 @@ func (r *Run) appendTrace(pn *programNode, outcome, branch string, output any) {
 	}
 	var b any
 	if branch != "" {
-		b = branch
+		b = branchLabel(pn, branch)
 	}
 	r.trace.Entries = append(r.trace.Entries, TraceEntry{
 		NodeID: pn.node.ID, Kind: pn.node.Type, Outcome: outcome, Branch: b, Output: output, ElapsedMS: -1,
 	})
+}
+
+// branchLabel is branch as a trace entry's value: the label of the
+// node's out-edge for it when there is one.
+func branchLabel(pn *programNode, branch string) any {
+	for i := range pn.out {
+		if pn.out[i].when == branch {
+			return pn.out[i].label
+		}
+	}
+	return branch
 }
 
 // finishTrace sets the elapsed time of the last trace entry if still open.

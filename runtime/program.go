@@ -42,6 +42,9 @@ type edge struct {
 	to    string
 	node  *programNode // the node `to` names
 	when  string
+	// label is when as a trace entry's branch, boxed once here rather
+	// than on every step that takes a branch.
+	label any
 	loop  int // max_iterations; 0 = not a loop edge
 }
 
@@ -98,7 +101,7 @@ func compile(wf *workflow.Workflow, opts CompileOptions, depth int) (*Program, e
 		if !ok {
 			return nil, fmt.Errorf("edge %d: unknown node %q", i, e.To)
 		}
-		ed := edge{index: i, to: e.To, node: to, when: e.When}
+		ed := edge{index: i, to: e.To, node: to, when: e.When, label: e.When}
 		if e.MaxIterations != nil {
 			ed.loop = *e.MaxIterations
 		} else {
