@@ -159,7 +159,7 @@ func run(requests, concurrency, rounds int, wrkDuration time.Duration, wrkPath, 
 	wrk, err := exec.LookPath(wrkPath)
 	if err != nil {
 		if os.Getenv("CI") == "true" {
-			return codeError{2, fmt.Errorf("wrk not found (%v): CI=true needs it (make tools installs Debian's wrk)", err)}
+			return codeError{2, fmt.Errorf("wrk not found (%v): CI=true needs it (make bench installs Debian's wrk)", err)}
 		}
 		fmt.Printf("\nwrk: SKIPPED, not found (%v); make tools installs Debian's wrk\n", err)
 	} else {
