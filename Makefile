@@ -74,7 +74,9 @@ cosign:
 # under MUTATE_MIN.
 # Surviving mutants that are equivalent are listed in docs/testing.md.
 # Packages in MUTATE_HOOKED are tested with the kiln_testhooks tag, as
-# make test does (the sandbox's checks-off tests need it).
+# make test does (the sandbox's checks-off tests need it). -count=1: a
+# coverage run served from the test cache takes a second, and the
+# timeout of every mutant (10 times it) would then be shorter than a build.
 GREMLINS_VERSION := v0.6.0
 MUTATE_MIN ?= 90
 MUTATE_PKGS ?= runtime/policy capabilities/internal/beneath runtime=redact.go,secret.go,audit.go \
@@ -98,7 +100,7 @@ mutate: gremlins
 			b=$${f##*/}; case "$$keep" in *",$$b,"*) ;; *) excl="$$excl -E ^$$b\$$";; esac; done; fi; \
 		tags=""; case " $(MUTATE_HOOKED) " in *" $$pkg "*) tags="--tags kiln_testhooks";; esac; \
 		echo "== $$spec"; \
-		$(BIN)/gremlins unleash --workers 1 --timeout-coefficient 10 $$tags $$excl ./$$pkg 2>&1 | tee $$log/out | grep -Ev '^ +KILLED '; \
+		GOFLAGS="$$GOFLAGS -count=1" $(BIN)/gremlins unleash --workers 1 --timeout-coefficient 10 $$tags $$excl ./$$pkg 2>&1 | tee $$log/out | grep -Ev '^ +KILLED '; \
 		eff=$$(sed -n 's/^Test efficacy: \([0-9.]*\)%.*/\1/p' $$log/out); \
 		counts=$$(sed -n 's/^Killed: \([0-9]*\), Lived: \([0-9]*\), Not covered: \([0-9]*\).*/\1 \2 \3/p' $$log/out); \
 		tout=$$(sed -n 's/^Timed out: \([0-9]*\),.*/\1/p' $$log/out); \
