@@ -174,8 +174,9 @@ type Run struct {
 	// node, often in a loop or a chain).
 	spare atomic.Pointer[childState]
 	// children numbers this run's child runs: a child's id is this run's
-	// id and the next number, unique among all its children (concurrent
-	// map and parallel children included) and costing no randomness.
+	// id and a number taken from here, unique among all its children
+	// (concurrent map and parallel children included) and costing no
+	// randomness (see childID and childIDs).
 	children atomic.Uint64
 	// call is the Call handed to the current node's handler: a run
 	// executes one node at a time, and a handler must not keep its Call
