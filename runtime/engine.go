@@ -604,7 +604,7 @@ func (r *Run) RunChildren(ctx context.Context, jobs []ChildJob, workers int) []O
 		}
 		return outs
 	}
-	pool := &jobPool{}
+	pool := &jobPool{workers: min(workers, len(jobs))}
 	var wg sync.WaitGroup
 	for range min(workers, len(jobs)) - 1 {
 		wg.Go(func() { r.runJobs(ctx, jobs, outs, nil, pool) })
@@ -658,10 +658,11 @@ func (st *childState) reset() {
 }
 
 // jobPool is what RunChildren's workers share: the next job to start, and
-// whether to start no more.
+// whether to start no more, and how many workers there are.
 type jobPool struct {
-	next atomic.Int64
-	stop atomic.Bool
+	next    atomic.Int64
+	stop    atomic.Bool
+	workers int
 }
 
 // runJobs is one RunChildren worker: it runs the next job until none is
@@ -687,7 +688,13 @@ func (r *Run) runJobs(ctx context.Context, jobs []ChildJob, outs []Outcome, st *
 		}
 		j := &jobs[i]
 		var out *Outcome
-		out, at = r.runChild(ctx, j.Program, j.Start, j.Input, ids.next(r, len(jobs)-i), at, st, nil)
+		// A worker's share of the jobs left is about as many ids as it
+		// will use (parallel's workers run about one child each).
+		share := len(jobs) - i
+		if pool != nil {
+			share = (share + pool.workers - 1) / pool.workers
+		}
+		out, at = r.runChild(ctx, j.Program, j.Start, j.Input, ids.next(r, share), at, st, nil)
 		outs[i] = *out // out may live in st
 		switch out.Status {
 		case StatusCompleted, StatusFailed, StatusTimedOut:
