@@ -643,8 +643,12 @@ func (r *Run) RunOneChild(ctx context.Context, j ChildJob) (out Outcome) {
 // gains a field this does not know about.
 func (st *childState) reset() {
 	c := &st.run
-	c.spare.Store(nil)
-	c.children.Store(0)
+	if c.spare.Load() != nil { // an atomic store costs more than a load
+		c.spare.Store(nil)
+	}
+	if c.children.Load() != 0 {
+		c.children.Store(0)
+	}
 	c.call = Call{}
 	c.completion = Outcome{}
 	c.trigger = nil
