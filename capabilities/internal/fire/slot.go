@@ -60,11 +60,13 @@ func (s *Slot) Drain(timeout time.Duration, timedOut func()) {
 		return
 	case <-time.After(timeout):
 	}
+	// Said before the cancellation, so the audit shows the cause before
+	// the run's end.
+	timedOut()
 	s.cancelMu.Lock()
 	if s.cancel != nil {
 		s.cancel()
 	}
 	s.cancelMu.Unlock()
-	timedOut()
 	<-done
 }
