@@ -46,8 +46,8 @@ func (s *Slot) Go(ctx context.Context, run func(ctx context.Context, free func()
 }
 
 // Drain blocks until the in-flight run (if any) has finished. After
-// timeout (when positive) it cancels the run, calls timedOut (to audit
-// that) and waits for the run to stop.
+// timeout (when positive) it calls timedOut (to audit that), cancels the
+// run and waits for it to stop.
 func (s *Slot) Drain(timeout time.Duration, timedOut func()) {
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
