@@ -8,6 +8,7 @@ import (
 	"github.com/kilnworks/kiln/capabilities/event"
 	"github.com/kilnworks/kiln/capabilities/fs"
 	"github.com/kilnworks/kiln/capabilities/httpclient"
+	"github.com/kilnworks/kiln/capabilities/llm"
 	"github.com/kilnworks/kiln/capabilities/mcp"
 	"github.com/kilnworks/kiln/capabilities/shell"
 )
@@ -25,4 +26,5 @@ func init() {
 	compose.RegisterKinds()
 	shell.RegisterKinds()
 	httpclient.RegisterKinds()
+	llm.RegisterKinds()
 }
