@@ -1,0 +1,73 @@
+package sandbox
+
+import (
+	"os"
+	"testing"
+
+	"github.com/kilnworks/kiln/runtime/confine"
+	"github.com/kilnworks/kiln/runtime/workflow"
+)
+
+// TestURLPortsWithUserInfo: user info before the host (a colon in it
+// included) never passes for a port.
+func TestURLPortsWithUserInfo(t *testing.T) {
+	for _, c := range []struct {
+		url  string
+		port uint16
+	}{
+		{"https://user:@h.example/", 443},
+		{"https://user:pw@h.example/", 443},
+		{"http://user:pw@h.example:8080/", 8080},
+	} {
+		p := &plan{}
+		p.url(c.url, "test")
+		if p.anyConnect || len(p.connect) != 1 || p.connect[0] != c.port {
+			t.Errorf("%s: connect %v, any %v; want %d", c.url, p.connect, p.anyConnect, c.port)
+		}
+	}
+}
+
+// TestSplitPort: the port is what follows the last colon, an empty host
+// included; a bracketed IPv6 address without one has none.
+func TestSplitPort(t *testing.T) {
+	for _, c := range []struct {
+		in, host string
+		port     uint16
+		err      bool
+	}{
+		{"h.example:8443", "h.example", 8443, false},
+		{":80", "", 80, false},
+		{"[::1]:9000", "[::1]", 9000, false},
+		{"[::1]", "[::1]", 0, false},
+		{"h.example", "h.example", 0, false},
+		{"h:port", "", 0, true},
+	} {
+		host, port, err := splitPort(c.in)
+		if host != c.host || port != c.port || (err != nil) != c.err {
+			t.Errorf("splitPort(%q) = %q, %d, %v", c.in, host, port, err)
+		}
+	}
+}
+
+// TestNoShellCommandsNoExec: a [policy.shell] that lists no command
+// starts no child, so nothing is made executable (not even this binary,
+// the supervisor).
+func TestNoShellCommandsNoExec(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cmds := range [][]string{nil, {"/bin/true"}} {
+		wf := &workflow.Workflow{Name: "s", Policy: &workflow.Policy{Shell: &workflow.ShellPolicy{Commands: cmds}}}
+		p := derive(confine.Request{Workflow: wf}, func(string) string { return "" }, false)
+		granted := false
+		for _, r := range p.paths {
+			if r.path == exe && r.access&rExec != 0 {
+				granted = true
+			}
+		}
+		if granted != (len(cmds) > 0) {
+			t.Errorf("commands %v: this binary executable = %v", cmds, granted)
+		}
+	}
+}
