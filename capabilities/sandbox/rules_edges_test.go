@@ -71,3 +71,21 @@ func TestNoShellCommandsNoExec(t *testing.T) {
 		}
 	}
 }
+
+// TestNoLandlockCreatesNothing: Apply creates missing fs.write
+// directories only to grant them exactly; on a kernel without Landlock
+// there is nothing to grant, so nothing is created.
+func TestNoLandlockCreatesNothing(t *testing.T) {
+	kernel := detectABI
+	t.Cleanup(func() { detectABI = kernel })
+	for _, abi := range []int{0, kernel()} {
+		detectABI = func() int { return abi }
+		root := t.TempDir()
+		wf := &workflow.Workflow{Name: "w", Policy: &workflow.Policy{FS: &workflow.FSPolicy{Write: []string{root + "/new/deeper/**"}}}}
+		build(confine.Request{Workflow: wf}, true)
+		_, err := os.Stat(root + "/new/deeper")
+		if created := err == nil; created != (abi > 0) {
+			t.Errorf("ABI %d: %s/new/deeper created = %v", abi, root, created)
+		}
+	}
+}
