@@ -89,3 +89,26 @@ func TestNoLandlockCreatesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestServerTLSFilesReadable: the server's certificate and key stay
+// readable (SIGHUP reloads them), the client CA only when client auth is
+// configured, and nothing is granted for a file that is not named.
+func TestServerTLSFilesReadable(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir+"/cert.pem", "c")
+	writeFile(t, dir+"/ca.pem", "a")
+	for _, auth := range []*workflow.ClientAuth{nil, {Mode: "required", CAFile: "ca.pem"}} {
+		wf := &workflow.Workflow{Name: "tls", Source: dir + "/workflow.toml", Policy: &workflow.Policy{},
+			Server: &workflow.Server{TLS: &workflow.TLS{CertFile: "cert.pem", ClientAuth: auth}}}
+		p := derive(confine.Request{Workflow: wf}, func(string) string { return "" }, false)
+		read := map[string]bool{}
+		for _, r := range p.paths {
+			if r.access&rRead != 0 {
+				read[r.path] = true
+			}
+		}
+		if !read[dir+"/cert.pem"] || read[dir+"/ca.pem"] != (auth != nil) || read[dir] {
+			t.Errorf("client auth %v: readable %v", auth, read)
+		}
+	}
+}
