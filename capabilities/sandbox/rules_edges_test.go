@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/kilnworks/kiln/runtime/confine"
@@ -109,6 +110,40 @@ func TestServerTLSFilesReadable(t *testing.T) {
 		}
 		if !read[dir+"/cert.pem"] || read[dir+"/ca.pem"] != (auth != nil) || read[dir] {
 			t.Errorf("client auth %v: readable %v", auth, read)
+		}
+	}
+}
+
+// TestCoverageByABI: what each ABI leaves out is reported, exactly from
+// the version that brings it on; "required" refuses below fullABI only.
+func TestCoverageByABI(t *testing.T) {
+	has := func(list []string, prefix string) bool {
+		for _, s := range list {
+			if strings.HasPrefix(s, prefix) {
+				return true
+			}
+		}
+		return false
+	}
+	for abi := 1; abi < len(configs); abi++ {
+		_, not := coverage(configs[abi], abi, nil)
+		for _, c := range []struct {
+			prefix string
+			from   int
+		}{{"fs truncate", 3}, {"TCP connect and bind ports", 4}, {"device ioctl", 5}} {
+			if has(not, c.prefix) != (abi < c.from) {
+				t.Errorf("ABI %d: not enforced %q, want %q listed only below ABI %d", abi, not, c.prefix, c.from)
+			}
+		}
+	}
+	kernel := detectABI
+	t.Cleanup(func() { detectABI = kernel })
+	wf := &workflow.Workflow{Name: "r", Policy: &workflow.Policy{}, Sandbox: &workflow.Sandbox{Landlock: "required"}}
+	for _, abi := range []int{fullABI - 1, fullABI} {
+		detectABI = func() int { return abi }
+		r, _ := build(confine.Request{Workflow: wf}, false)
+		if refused := r.Refused != ""; refused != (abi < fullABI) {
+			t.Errorf("required at ABI %d: refused %q", abi, r.Refused)
 		}
 	}
 }
