@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -126,13 +127,21 @@ func TestCoverageByABI(t *testing.T) {
 		return false
 	}
 	for abi := 1; abi < len(configs); abi++ {
-		_, not := coverage(configs[abi], abi, nil)
+		enforced, not := coverage(configs[abi], abi, nil)
 		for _, c := range []struct {
 			prefix string
 			from   int
-		}{{"fs truncate", 3}, {"TCP connect and bind ports", 4}, {"device ioctl", 5}} {
+		}{{"fs truncate", 3}, {"TCP connect and bind ports", 4}, {"device ioctl", 5}, {"abstract Unix socket and signal scoping", 6}} {
 			if has(not, c.prefix) != (abi < c.from) {
 				t.Errorf("ABI %d: not enforced %q, want %q listed only below ABI %d", abi, not, c.prefix, c.from)
+			}
+		}
+		for _, c := range []struct {
+			name string
+			from int
+		}{{"fs", 1}, {"net.connect", 4}, {"net.bind", 4}, {"scope.abstract_unix_socket", 6}, {"scope.signal", 6}} {
+			if slices.Contains(enforced, c.name) != (abi >= c.from) {
+				t.Errorf("ABI %d: enforced %q, want %q from ABI %d on", abi, enforced, c.name, c.from)
 			}
 		}
 	}
