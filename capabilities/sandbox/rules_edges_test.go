@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"os"
 	"slices"
 	"strings"
@@ -153,6 +154,36 @@ func TestCoverageByABI(t *testing.T) {
 		r, _ := build(confine.Request{Workflow: wf}, false)
 		if refused := r.Refused != ""; refused != (abi < fullABI) {
 			t.Errorf("required at ABI %d: refused %q", abi, r.Refused)
+		}
+	}
+}
+
+// TestUsableABI: what kiln counts as the kernel's Landlock ABI from what
+// the kernel answered.
+func TestUsableABI(t *testing.T) {
+	fixed := func() (int, error) { return 2, nil }
+	unfixed := func() (int, error) { return 1, nil }
+	broken := func() (int, error) { return 0, errors.New("EINVAL") }
+	newest := len(configs) - 1
+	for _, c := range []struct {
+		v      int
+		err    error
+		errata func() (int, error)
+		want   int
+	}{
+		{0, errors.New("ENOSYS"), fixed, 0},
+		{-1, nil, fixed, 0},
+		{0, nil, fixed, 0},
+		{1, nil, unfixed, 1},
+		{5, nil, unfixed, 5},
+		{6, nil, fixed, 6},
+		{6, nil, unfixed, 5},
+		{6, nil, broken, 5},
+		{7, nil, fixed, 7},
+		{newest + 3, nil, fixed, newest},
+	} {
+		if got := usableABI(c.v, c.err, c.errata); got != c.want {
+			t.Errorf("usableABI(%d, %v) = %d, want %d", c.v, c.err, got, c.want)
 		}
 	}
 }

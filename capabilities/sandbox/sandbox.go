@@ -40,11 +40,18 @@ var detectABI = kernelABI
 // the library then does not scope.
 func kernelABI() int {
 	v, err := ll.LandlockGetABIVersion()
+	return usableABI(v, err, ll.LandlockGetErrata)
+}
+
+// usableABI is kernelABI's decision on what the kernel answered: no
+// Landlock (an error or a negative version) is 0, ABI 6 and later count
+// as 5 without erratum 2, and a newer kernel as the newest preset.
+func usableABI(v int, err error, errata func() (int, error)) int {
 	if err != nil || v < 0 {
 		return 0
 	}
 	if v >= 6 {
-		if errata, err := ll.LandlockGetErrata(); err != nil || errata&2 == 0 {
+		if e, err := errata(); err != nil || e&2 == 0 {
 			v = 5
 		}
 	}
