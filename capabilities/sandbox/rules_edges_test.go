@@ -49,6 +49,10 @@ func TestSplitPort(t *testing.T) {
 		if host != c.host || port != c.port || (err != nil) != c.err {
 			t.Errorf("splitPort(%q) = %q, %d, %v", c.in, host, port, err)
 		}
+		// The error quotes the port as written, not more.
+		if err != nil && !strings.HasPrefix(err.Error(), `port "port": `) {
+			t.Errorf("splitPort(%q): %v", c.in, err)
+		}
 	}
 }
 
