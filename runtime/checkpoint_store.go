@@ -57,10 +57,8 @@ func SetCheckpointStore(s *Services, c CheckpointStore) {
 // backend, else the file store under StateDir, else nil (no state:
 // pausing and durable runs are refused).
 func CheckpointStoreFor(e *Engine) CheckpointStore {
-	if e.Services != nil {
-		if c, ok := e.Services.Values.Load(checkpointStoreKey{}); ok {
-			return c.(CheckpointStore)
-		}
+	if c, ok := installed[CheckpointStore](e, checkpointStoreKey{}); ok {
+		return c
 	}
 	if e.StateDir == "" {
 		return nil

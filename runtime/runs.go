@@ -72,25 +72,11 @@ func SetRunStore(s *Services, r RunStore) { s.Values.Store(runStoreKey{}, r) }
 // the file store under e.StateDir, else nil (no state directory: a server
 // refuses an async route then, as it refuses a keyed one).
 func RunStoreFor(e *Engine) RunStore {
-	if r := installedRunStore(e); r != nil {
+	if r, ok := installed[RunStore](e, runStoreKey{}); ok {
 		return r
 	}
 	if e.StateDir == "" {
 		return nil
 	}
-	now := e.Now
-	if now == nil {
-		now = time.Now
-	}
-	return NewFileRuns(e.StateDir, now)
-}
-
-// installedRunStore returns the run store a backend installed, or nil.
-func installedRunStore(e *Engine) RunStore {
-	if e.Services != nil {
-		if r, ok := e.Services.Values.Load(runStoreKey{}); ok {
-			return r.(RunStore)
-		}
-	}
-	return nil
+	return NewFileRuns(e.StateDir, e.now)
 }

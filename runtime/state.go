@@ -60,19 +60,27 @@ func SetClaimStore(s *Services, c ClaimStore) { s.Values.Store(claimStoreKey{}, 
 // else the file store under StateDir, else nil (no state: keyed routes
 // cannot run).
 func ClaimStoreFor(e *Engine) ClaimStore {
-	if e.Services != nil {
-		if c, ok := e.Services.Values.Load(claimStoreKey{}); ok {
-			return c.(ClaimStore)
-		}
+	if c, ok := installed[ClaimStore](e, claimStoreKey{}); ok {
+		return c
 	}
 	if e.StateDir == "" {
 		return nil
 	}
-	now := e.Now
-	if now == nil {
-		now = time.Now
+	return NewFileClaims(e.StateDir, e.now)
+}
+
+// installed returns what a state backend stored under key in e's
+// services, if anything.
+func installed[T any](e *Engine, key any) (T, bool) {
+	var zero T
+	if e.Services == nil {
+		return zero, false
 	}
-	return NewFileClaims(e.StateDir, now)
+	v, ok := e.Services.Values.Load(key)
+	if !ok {
+		return zero, false
+	}
+	return v.(T), true
 }
 
 // TickClaims decides which process fires a schedule's tick when several
@@ -92,11 +100,6 @@ func SetTickClaims(s *Services, c TickClaims) { s.Values.Store(tickClaimsKey{}, 
 // TickClaimsFor returns the installed tick claims, or nil: this process
 // alone decides its ticks.
 func TickClaimsFor(e *Engine) TickClaims {
-	if e.Services == nil {
-		return nil
-	}
-	if c, ok := e.Services.Values.Load(tickClaimsKey{}); ok {
-		return c.(TickClaims)
-	}
-	return nil
+	c, _ := installed[TickClaims](e, tickClaimsKey{})
+	return c
 }
