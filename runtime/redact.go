@@ -361,12 +361,18 @@ func redactTree(rs *redactSet, v any) (any, bool) {
 // types (application/json, anything+json) through RedactJSON, everything
 // else as plain text.
 func RedactBody(contentType string, body []byte) []byte {
-	mt, _, _ := strings.Cut(contentType, ";")
-	mt = strings.ToLower(strings.TrimSpace(mt))
-	if mt == "application/json" || strings.HasSuffix(mt, "+json") {
+	if IsJSONMediaType(contentType) {
 		return RedactJSON(body)
 	}
 	return RedactBytes(body)
+}
+
+// IsJSONMediaType reports whether a Content-Type names JSON
+// (application/json or anything+json, parameters ignored).
+func IsJSONMediaType(contentType string) bool {
+	mt, _, _ := strings.Cut(contentType, ";")
+	mt = strings.ToLower(strings.TrimSpace(mt))
+	return mt == "application/json" || strings.HasSuffix(mt, "+json")
 }
 
 // Short secrets. Each is reported once, to the function WarnShortSecrets

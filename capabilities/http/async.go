@@ -134,12 +134,10 @@ func storedOutcome(code int, ctype string, body []byte) []byte {
 		Body        any    `json:"body,omitempty"`
 		Note        string `json:"note,omitempty"`
 	}{Status: code, ContentType: ctype}
-	mt, _, _ := strings.Cut(ctype, ";")
-	mt = strings.ToLower(strings.TrimSpace(mt))
 	switch {
 	case len(body) > MaxOutcomeBytes:
 		o.Note = "the reply body was over the 1 MiB a run record keeps"
-	case (mt == "application/json" || strings.HasSuffix(mt, "+json")) && json.Valid(body):
+	case runtime.IsJSONMediaType(ctype) && json.Valid(body):
 		o.Body = json.RawMessage(body)
 	default:
 		o.Body = string(body)
