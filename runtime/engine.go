@@ -584,8 +584,9 @@ type ChildJob struct {
 
 // RunChildren runs jobs as child runs (as RunChild does) on at most workers
 // goroutines, the calling one included, and returns their outcomes in job
-// order; a job that did not start has an empty Status. A worker starts the next job as soon as it finished one, with no
-// barrier between groups of jobs, so a map of many items starts
+// order; a job that did not start has an empty Status. A worker starts
+// the next job as soon as it finished one, with no barrier between groups
+// of jobs, so a map of many items starts
 // workers-1 goroutines and not one per item (each new goroutine would
 // also grow its stack again for the walk); one job, or one worker, starts
 // none. A worker reuses the clock reading that ended its previous child as
@@ -621,18 +622,23 @@ func (r *Run) RunChildren(ctx context.Context, jobs []ChildJob, workers int) []O
 // outcome, empty when the job did not start: call runs a child per node,
 // and this costs it no slices.
 func (r *Run) RunOneChild(ctx context.Context, j ChildJob) (out Outcome) {
-	st := r.spare.Swap(nil)
-	if st == nil {
-		st = &childState{}
-	} else {
-		st.reset()
-	}
+	st := reuse(r.spare.Swap(nil))
 	if ctx.Err() == nil {
 		o, _ := r.runChild(ctx, j.Program, j.Start, j.Input, r.childID(), time.Time{}, st, nil)
 		out = *o // o may live in st
 	}
 	r.spare.Store(st)
 	return out
+}
+
+// reuse returns st reset for the next child, or a new childState when st
+// is nil.
+func reuse(st *childState) *childState {
+	if st == nil {
+		return &childState{}
+	}
+	st.reset()
+	return st
 }
 
 // reset makes a used childState as fresh as a zero one, for the next
@@ -685,11 +691,7 @@ func (r *Run) runJobs(ctx context.Context, jobs []ChildJob, outs []Outcome, st *
 		if i >= len(jobs) || ctx.Err() != nil {
 			break
 		}
-		if st == nil {
-			st = &childState{}
-		} else {
-			st.reset()
-		}
+		st = reuse(st)
 		j := &jobs[i]
 		var out *Outcome
 		// A worker's share of the jobs left is about as many ids as it
