@@ -38,7 +38,7 @@ func (s *Store) PutRun(ctx context.Context, rec runtime.RunRecord, ttl time.Dura
 	defer cancel()
 	_, err = s.pool.Exec(ctx, `INSERT INTO kiln_runs (id, record, expires_at) VALUES ($1, $2, now() + $3::interval)
 		ON CONFLICT (id) DO UPDATE SET record = EXCLUDED.record, expires_at = EXCLUDED.expires_at`,
-		rec.ID, data, fmt.Sprintf("%d milliseconds", ttl.Milliseconds()))
+		rec.ID, data, pgInterval(ttl))
 	if err != nil {
 		return fmt.Errorf("run store: put run %s: %w", rec.ID, err)
 	}

@@ -174,7 +174,10 @@ func keyHash(scope, key string) []byte {
 	return sum[:]
 }
 
-func (s *Store) leaseInterval() string { return fmt.Sprintf("%d milliseconds", s.lease.Milliseconds()) }
+func (s *Store) leaseInterval() string { return pgInterval(s.lease) }
+
+// pgInterval is d as a PostgreSQL interval literal, for $n::interval.
+func pgInterval(d time.Duration) string { return fmt.Sprintf("%d milliseconds", d.Milliseconds()) }
 
 // Begin claims (scope, key): a new key is inserted in flight for this
 // replica; an existing row is read under a row lock and either replayed
@@ -266,7 +269,7 @@ func (s *Store) Finish(ctx context.Context, scope, key string, ttl time.Duration
 		tag, err := s.pool.Exec(qctx, `UPDATE kiln_claims SET state = 'done', owner = NULL, lease_until = NULL,
 				expires_at = now() + $3::interval, status = $4, content_type = $5, body = $6
 			WHERE key_hash = $1 AND state = 'in_flight' AND owner = $2`,
-			keyHash(scope, key), s.owner, fmt.Sprintf("%d milliseconds", ttl.Milliseconds()), r.Status, r.ContentType, r.Body)
+			keyHash(scope, key), s.owner, pgInterval(ttl), r.Status, r.ContentType, r.Body)
 		cancel()
 		switch {
 		case err == nil && tag.RowsAffected() != 1:
