@@ -49,27 +49,11 @@ func setProbeTargets(svc *runtime.Services, def intel.Client, backends map[strin
 		}
 	}
 	for _, name := range runtime.SortedKeys(backends) {
-		if addr, ok := hostPort(baseURL(backends[name])); ok {
+		if addr, ok := hostPort(provider.BaseURL(backends[name])); ok {
 			out = append(out, probeTarget{name: name, network: "tcp", addr: addr})
 		}
 	}
 	svc.Values.Store(probeTargetsKey{}, out)
-}
-
-// baseURL is where a backend's requests go (provider.New's choice).
-func baseURL(b workflow.Backend) string {
-	if b.BaseURL != "" {
-		return b.BaseURL
-	}
-	switch b.Provider {
-	case "anthropic":
-		return provider.AnthropicBaseURL
-	case "openai":
-		return provider.OpenAIBaseURL
-	case "gemini":
-		return provider.GeminiBaseURL
-	}
-	return ""
 }
 
 // hostPort is the TCP address of an http(s) URL.

@@ -30,6 +30,23 @@ const (
 	AnthropicVersion = "2023-06-01"
 )
 
+// BaseURL is where b's requests go: its base_url, else its provider's
+// public endpoint ("" when there is none: openai-compatible needs one).
+func BaseURL(b workflow.Backend) string {
+	if b.BaseURL != "" {
+		return b.BaseURL
+	}
+	switch b.Provider {
+	case "anthropic":
+		return AnthropicBaseURL
+	case "openai":
+		return OpenAIBaseURL
+	case "gemini":
+		return GeminiBaseURL
+	}
+	return ""
+}
+
 // SecretFunc returns a secret's value by name (the [[secrets]] registry).
 type SecretFunc func(name string) (string, error)
 
@@ -40,23 +57,12 @@ func New(b workflow.Backend, secret SecretFunc) (intel.Client, error) {
 	if err := spec.Err(llmspec.CheckBackend(b)); err != nil {
 		return nil, fmt.Errorf("backend %q (%s): %w", b.Name, b.Provider, err)
 	}
-	base := b.BaseURL
+	base := BaseURL(b)
 	switch b.Provider {
-	case "anthropic":
-		if base == "" {
-			base = AnthropicBaseURL
-		}
-	case "openai":
-		if base == "" {
-			base = OpenAIBaseURL
-		}
+	case "anthropic", "openai", "gemini":
 	case "openai-compatible":
 		if base == "" {
 			return nil, fmt.Errorf("backend %q (openai-compatible): base_url is required", b.Name)
-		}
-	case "gemini":
-		if base == "" {
-			base = GeminiBaseURL
 		}
 	default:
 		return nil, fmt.Errorf("backend %q: unknown provider %q (want anthropic, openai, openai-compatible or gemini)", b.Name, b.Provider)
