@@ -534,9 +534,9 @@ func headSize(r *http.Request) int {
 
 func (s *Server) builtin(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
-	case "/healthz":
+	case httpspec.HealthPath:
 		writeJSON(w, http.StatusOK, ops.Health(s.host))
-	case "/readyz":
+	case httpspec.ReadyPath:
 		code, body := ops.Ready(s.host)
 		writeJSON(w, code, body)
 	case wellKnownPath, openWOPPath, agentsPath:
@@ -547,7 +547,7 @@ func (s *Server) builtin(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.serveAgent(w, r)
-	case "/metrics":
+	case httpspec.MetricsPath:
 		w.Header().Set("Content-Type", ops.ContentType)
 		w.WriteHeader(http.StatusOK)
 		_ = s.metrics.write(w, s.host.Program.Workflow.Name)

@@ -143,13 +143,6 @@ func register(patterns ...string) (err error) {
 	return nil
 }
 
-// The paths the runtime answers (IsReservedPath): exact paths, and the
-// prefixes whose whole subtree it answers.
-var (
-	reservedExact    = []string{HealthPath, ReadyPath, MetricsPath, KilnDiscoveryPath, OpenWOPPath, AgentsPath, RunsPath}
-	reservedPrefixes = []string{AgentsPath, RunsPath}
-)
-
 // A pattern segment: a literal (unescaped, as ServeMux compares it), a
 // single wildcard {x}, a multi wildcard {x...} or the end marker {$}.
 type segment struct {

@@ -182,9 +182,15 @@ const (
 // [[http_routes]] entry may declare it: the one list both the generator
 // and the server use.
 func IsReservedPath(path string) bool {
-	switch path {
-	case HealthPath, ReadyPath, MetricsPath, KilnDiscoveryPath, OpenWOPPath, AgentsPath, RunsPath:
+	if slices.Contains(reservedExact, path) {
 		return true
 	}
-	return strings.HasPrefix(path, AgentsPath+"/") || strings.HasPrefix(path, RunsPath+"/")
+	return slices.ContainsFunc(reservedPrefixes, func(p string) bool { return strings.HasPrefix(path, p+"/") })
 }
+
+// The paths the runtime answers: exact paths, and the prefixes whose
+// whole subtree it answers.
+var (
+	reservedExact    = []string{HealthPath, ReadyPath, MetricsPath, KilnDiscoveryPath, OpenWOPPath, AgentsPath, RunsPath}
+	reservedPrefixes = []string{AgentsPath, RunsPath}
+)
