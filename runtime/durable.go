@@ -26,7 +26,9 @@ import (
 //     the node it had not finished, which therefore runs again (at least
 //     once, not exactly once).
 //   - errored: the run ended errored or timed out after checkpointing; the
-//     file is kept for inspection and an explicit --resume.
+//     file is kept for inspection and an explicit --resume. A run cut by
+//     cancellation (its process shutting down) is not errored: its
+//     checkpoint stays incomplete.
 //
 // A run that completes or fails removes its checkpoint. While a run that
 // checkpoints executes, it holds an flock on runs/<run-id>.lock, released
@@ -261,6 +263,14 @@ func (r *Run) durable(ctx context.Context, opts RunOptions) *Outcome {
 		}
 	}
 	out := r.execute(ctx, opts)
+	if out.Status == StatusErrored && errors.Is(ctx.Err(), context.Canceled) {
+		// Cut by its process going away (a signal, a server's drain), not
+		// failed: the checkpoint stays incomplete at the node it had not
+		// finished, so --resume-incomplete, or the server's next start
+		// for an async route, continues it.
+		r.auditf(slog.LevelWarn, "checkpoint.kept", "detail", "run cut by shutdown; resumable")
+		return out
+	}
 	r.settle(store, out)
 	return out
 }

@@ -9,7 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
@@ -19,10 +21,12 @@ import (
 //     Reason "fail-once" it errors the first time it runs.
 //   - d_pause pauses for approval.
 //   - d_peek outputs the state of its own run's checkpoint file.
+//   - d_wait closes *dWaitEntered, then waits for its run's context to end.
 var (
-	dMu     sync.Mutex
-	dSteps  []string
-	dFailed = map[string]bool{}
+	dWaitEntered atomic.Pointer[chan struct{}]
+	dMu          sync.Mutex
+	dSteps       []string
+	dFailed      = map[string]bool{}
 )
 
 func init() {
@@ -41,6 +45,13 @@ func init() {
 	RegisterNode(NodeKind{Kind: "d_pause", Family: "test", Prepare: func(n *workflow.Node, _ *Program) (NodeFunc, error) {
 		return func(ctx context.Context, c *Call) (Result, error) {
 			return Result{Action: Pause, Reason: "approve " + c.Node.ID}, nil
+		}, nil
+	}})
+	RegisterNode(NodeKind{Kind: "d_wait", Family: "test", Prepare: func(n *workflow.Node, _ *Program) (NodeFunc, error) {
+		return func(ctx context.Context, c *Call) (Result, error) {
+			close(*dWaitEntered.Load())
+			<-ctx.Done()
+			return Result{}, ctx.Err()
 		}, nil
 	}})
 	RegisterNode(NodeKind{Kind: "d_peek", Family: "test", Prepare: func(n *workflow.Node, _ *Program) (NodeFunc, error) {
@@ -389,5 +400,42 @@ func TestResumedRunStartsAsItself(t *testing.T) {
 	}
 	if !strings.Contains(buf.String(), "msg=workflow.started execution_id=run-self workflow=durable start_node=second ") {
 		t.Fatalf("resumed run's started event:\n%s", buf.String())
+	}
+}
+
+// TestCancelledRunStaysIncomplete: a durable run cut by cancellation (its
+// process shutting down) keeps an incomplete checkpoint at the node it had
+// not finished, not an errored one, so --resume-incomplete continues it
+// there; a run cut by its deadline is still marked errored.
+func TestCancelledRunStaysIncomplete(t *testing.T) {
+	dReset()
+	dir := t.TempDir()
+	entered := make(chan struct{})
+	dWaitEntered.Store(&entered)
+	p := dProgram(t, "d-cut", []workflow.Node{dNode("a", "d_step"), dNode("w", "d_wait"), dNode("b", "d_step")},
+		chainEdges("a", "w", "b"))
+	e := &Engine{StateDir: dir}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-entered; cancel() }()
+	rep := e.Run(ctx, p, RunOptions{ExecutionID: "run-cut", CheckpointEachNode: true})
+	if rep.Outcome.Status != StatusErrored {
+		t.Fatalf("outcome %+v", rep.Outcome)
+	}
+	cp, err := LoadCheckpoint(dir, "run-cut")
+	if err != nil || cp.State != CheckpointIncomplete || cp.NextNode != "w" {
+		t.Fatalf("checkpoint after the cut: %+v %v", cp, err)
+	}
+	if runActive(dir, "run-cut") {
+		t.Fatal("cut run still holds its lock")
+	}
+
+	// Past its deadline instead: errored, for an explicit --resume.
+	entered = make(chan struct{})
+	dWaitEntered.Store(&entered)
+	tctx, tcancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer tcancel()
+	e.Run(tctx, p, RunOptions{ExecutionID: "run-late", CheckpointEachNode: true})
+	if cp, err := LoadCheckpoint(dir, "run-late"); err != nil || cp.State != CheckpointErrored {
+		t.Fatalf("checkpoint after a deadline: %+v %v", cp, err)
 	}
 }
