@@ -12,9 +12,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/santhosh-tekuri/jsonschema/v5"
-
-	"github.com/kilnworks/kiln/capabilities/schema"
 	"github.com/kilnworks/kiln/runtime"
 )
 
@@ -124,14 +121,16 @@ func parseMultipart(body []byte, boundary string) (map[string]any, []string, err
 }
 
 // compileSchema compiles a route's input_schema from the workflow's
-// loaded assets. Every $ref outside the document is refused: a webhook
-// must not make the server fetch anything.
-func compileSchema(path string, assets map[string][]byte) (*jsonschema.Schema, error) {
+// loaded assets, through the schema family (runtime.CompileSchema): a
+// binary without it refuses the route rather than serve it unvalidated.
+// Every $ref outside the document is refused: a webhook must not make
+// the server fetch anything.
+func compileSchema(path string, assets map[string][]byte) (runtime.SchemaValidator, error) {
 	data, ok := assets[path]
 	if !ok {
 		return nil, fmt.Errorf("input_schema %q was not loaded with the workflow", path)
 	}
-	s, err := schema.Compile(path, data)
+	s, err := runtime.CompileSchema(path, data)
 	if err != nil {
 		return nil, fmt.Errorf("input_schema %q: %v", path, err)
 	}
@@ -140,18 +139,14 @@ func compileSchema(path string, assets map[string][]byte) (*jsonschema.Schema, e
 
 // schemaErrors validates v and returns every leaf failure as
 // "<instance location>: <message>", sorted; nil when v is valid.
-func schemaErrors(s *jsonschema.Schema, v any) []string {
-	err := s.Validate(v)
-	if err == nil {
+func schemaErrors(s runtime.SchemaValidator, v any) []string {
+	leaves := s.Validate(v)
+	if len(leaves) == 0 {
 		return nil
-	}
-	leaves, ok := schema.Violations(err)
-	if !ok {
-		return []string{err.Error()}
 	}
 	out := make([]string, len(leaves))
 	for i, l := range leaves {
-		out[i] = l.Location + ": " + l.Message
+		out[i] = l.String()
 	}
 	sort.Strings(out)
 	return out

@@ -5,6 +5,10 @@ import (
 	"mime/multipart"
 	"strings"
 	"testing"
+
+	// The schema family serves runtime.CompileSchema for input_schema;
+	// a sealed binary links it only when a route declares one.
+	_ "github.com/kilnworks/kiln/capabilities/schema"
 )
 
 func TestFormBodies(t *testing.T) {

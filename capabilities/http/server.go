@@ -26,8 +26,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/santhosh-tekuri/jsonschema/v5"
-
 	httpspec "github.com/kilnworks/kiln/capabilities/http/spec"
 	"github.com/kilnworks/kiln/capabilities/internal/ops"
 	familyspec "github.com/kilnworks/kiln/capabilities/spec"
@@ -85,7 +83,7 @@ type route struct {
 	authRef  string // "kind:binding", "" = open
 	authKind string
 	limiter  *bucket
-	schema   *jsonschema.Schema
+	schema   runtime.SchemaValidator
 	ttl      time.Duration
 	params   []string      // the path's wildcard names, in order
 	async    bool          // reply = "async"

@@ -1,9 +1,15 @@
-// Package schema compiles self-contained JSON Schemas with
+// Package schema is the schema capability family (build tag kiln_schema):
+// it compiles self-contained JSON Schemas with
 // santhosh-tekuri/jsonschema/v5 and lists validation failures. It is the
 // one place the loader (workflow validation), the http family
 // (input_schema) and the llm family (output_schema) compile schemas, so all
 // three refuse the same things: nothing is ever fetched, and every $ref
 // that leaves the document is an error.
+//
+// The library compiles its meta-schemas in its package init (milliseconds
+// and about a megabyte of heap at every start), so only binaries whose
+// workflow declares a schema link it: the http and llm families reach it
+// through runtime.CompileSchema, which this package serves from init.
 package schema
 
 import (
@@ -15,17 +21,45 @@ import (
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
+
+	"github.com/kilnworks/kiln/runtime"
 )
 
-// RefError is a $ref to another document (remote URL or file): refused.
-type RefError struct{ Ref string }
+func init() {
+	runtime.RegisterSchemaCompiler(compileValidator)
+}
 
-func (e *RefError) Error() string { return "$ref to " + e.Ref + " refused" }
+// RefError is a $ref to another document (remote URL or file): refused.
+type RefError = runtime.SchemaRefError
 
 // JSONError is schema text that is not JSON.
-type JSONError struct{ Err error }
+type JSONError = runtime.SchemaJSONError
 
-func (e *JSONError) Error() string { return "not valid JSON: " + e.Err.Error() }
+// validator is a compiled schema as the runtime sees it.
+type validator struct{ s *jsonschema.Schema }
+
+func compileValidator(name string, data []byte) (runtime.SchemaValidator, error) {
+	s, err := Compile(name, data)
+	if err != nil {
+		return nil, err
+	}
+	return validator{s}, nil
+}
+
+// Validate lists the leaf failures of v. A failure with no leaf, or
+// that is not a mismatch (the validator's own error), is one violation
+// without a location: an error is never reported as valid.
+func (v validator) Validate(x any) []Violation {
+	err := v.s.Validate(x)
+	if err == nil {
+		return nil
+	}
+	leaves, ok := Violations(err)
+	if !ok || len(leaves) == 0 {
+		return []Violation{{Message: err.Error()}}
+	}
+	return leaves
+}
 
 // Compile compiles data (the schema file named name) offline. Errors are a
 // *RefError, a *JSONError, or the compiler's own error unwrapped to its
@@ -68,10 +102,7 @@ func unwrap(err error) error {
 }
 
 // Violation is one leaf failure of a validation.
-type Violation struct {
-	Location string // JSON pointer into the instance; "/" for the root
-	Message  string
-}
+type Violation = runtime.SchemaViolation
 
 // Violations lists the leaf failures of a Validate error in the order the
 // validator reports them; ok is false when err is not a validation error.
