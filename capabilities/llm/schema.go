@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/santhosh-tekuri/jsonschema/v5"
-
-	"github.com/kilnworks/kiln/capabilities/schema"
 	"github.com/kilnworks/kiln/runtime"
 )
 
@@ -18,14 +15,16 @@ const inlineSchema = "inline"
 // outputSchema is a compiled output_schema. schema is nil for "inline".
 type outputSchema struct {
 	name   string
-	schema *jsonschema.Schema
+	schema runtime.SchemaValidator
 	source string // the schema text, shown to the model in repair rounds
 }
 
 // compileSchema compiles the output_schema a node declares from the bytes
-// the loader read (wf.Assets), at load time. A schema that was not loaded
-// is an error, never a silent downgrade to "JSON only"; $refs that leave
-// the file (remote URLs, other files) are refused.
+// the loader read (wf.Assets), at load time, through the schema family
+// (runtime.CompileSchema). A schema that was not loaded, or a binary
+// without the schema family, is an error, never a silent downgrade to
+// "JSON only"; $refs that leave the file (remote URLs, other files) are
+// refused.
 func compileSchema(name string, assets map[string][]byte) (*outputSchema, error) {
 	if name == inlineSchema {
 		return &outputSchema{name: name}, nil
@@ -34,9 +33,9 @@ func compileSchema(name string, assets map[string][]byte) (*outputSchema, error)
 	if !ok {
 		return nil, fmt.Errorf("output_schema %q was not loaded: the schema file is missing or unreadable", name)
 	}
-	s, err := schema.Compile(name, data)
-	var re *schema.RefError
-	var je *schema.JSONError
+	s, err := runtime.CompileSchema(name, data)
+	var re *runtime.SchemaRefError
+	var je *runtime.SchemaJSONError
 	switch {
 	case errors.As(err, &re):
 		return nil, fmt.Errorf("output_schema %q: $ref to %s refused: output schemas must be self-contained (remote and file loading are disabled)", name, re.Ref)
@@ -66,20 +65,20 @@ func (s *outputSchema) check(content string) (any, *answerError) {
 	if s.schema == nil {
 		return v, nil
 	}
-	if err := s.schema.Validate(v); err != nil {
-		return nil, &answerError{msg: fmt.Sprintf("the answer does not match output_schema %s: %s", s.name, violations(err))}
+	if leaves := s.schema.Validate(v); len(leaves) > 0 {
+		return nil, &answerError{msg: fmt.Sprintf("the answer does not match output_schema %s: %s", s.name, violations(leaves))}
 	}
 	return v, nil
 }
 
-// violations lists the leaf failures of a validation error, at most five.
-func violations(err error) string {
-	leaves, ok := schema.Violations(err)
-	if !ok {
-		return err.Error()
-	}
+// violations lists the leaf failures of a validation, at most five.
+func violations(leaves []runtime.SchemaViolation) string {
 	out := make([]string, len(leaves))
 	for i, l := range leaves {
+		if l.Location == "" { // the validator's own error, not a mismatch
+			out[i] = l.Message
+			continue
+		}
 		out[i] = fmt.Sprintf("at %s: %s", l.Location, l.Message)
 	}
 	if len(out) > 5 {
