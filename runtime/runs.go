@@ -49,6 +49,9 @@ const (
 	RunAccepted = "accepted" // answered 202, not started yet
 	RunRunning  = "running"
 	RunEnded    = "ended" // Outcome holds how it ended
+	// RunInterrupted: a drain cut the run; its checkpoint is kept and the
+	// server's next start continues it.
+	RunInterrupted = "interrupted"
 )
 
 // RunRecord is one async run's status. Outcome is the run's outcome as

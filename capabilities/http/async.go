@@ -93,15 +93,19 @@ func (s *Server) accept(w http.ResponseWriter, r *http.Request, rt *route, a adm
 		}
 	}
 	s.asyncRuns.Add(1)
-	go s.runAsync(rt, a, rec)
+	go s.runAsync(rt, a, rec, nil)
 	w.Header().Set("Location", statusURL)
 	return write(w, http.StatusAccepted, "application/json", body)
 }
 
-// runAsync runs an accepted request and records how it ended. It runs
-// under the server's run context: only an expired drain cuts it short,
-// and then it is recorded as cut (503), never left as running.
-func (s *Server) runAsync(rt *route, a admitted, rec runtime.RunRecord) {
+// runAsync runs an accepted request (or continues one a previous process
+// accepted, from its checkpoint) and records how it ended. It runs under
+// the server's run context: only an expired drain cuts it short. With a
+// checkpoint store the run checkpoints after every node, so a cut run is
+// recorded as interrupted and its checkpoint stays incomplete, for the
+// server's next start to continue (resumeInterrupted); without one it is
+// recorded as ended with 503, never left as running.
+func (s *Server) runAsync(rt *route, a admitted, rec runtime.RunRecord, resume *runtime.Checkpoint) {
 	defer s.asyncRuns.Done()
 	defer func() { <-s.asyncSlots }()
 	log := s.audit.With("route", rt.name, "execution_id", rec.ID)
@@ -111,16 +115,87 @@ func (s *Server) runAsync(rt *route, a admitted, rec runtime.RunRecord) {
 			log.Error("http.run_store_error", "state", rec.State, "error", err.Error())
 		}
 	}
-	rec.State = runtime.RunRunning
-	put()
-	rep := s.host.Fire(runtime.WithTraceparent(s.runCtx, a.tp), runtime.RunOptions{
-		Start: rt.spec.StartNode, Trigger: a.trigger, Timeout: s.runTimeout(), ExecutionID: rec.ID})
-	code, ctype, out := reply(rep.Outcome)
-	if s.runCtx.Err() != nil && rep.Outcome.Status == runtime.StatusErrored {
-		code = http.StatusServiceUnavailable // cut short by an expired drain
+	checkpoints := runtime.CheckpointStoreFor(s.host.Engine) != nil
+	if resume == nil {
+		rec.State = runtime.RunRunning
+		put()
 	}
-	rec.State, rec.Outcome = runtime.RunEnded, storedOutcome(code, ctype, out)
+	rep := s.host.Fire(runtime.WithTraceparent(s.runCtx, a.tp), runtime.RunOptions{
+		Start: rt.spec.StartNode, Trigger: a.trigger, Timeout: s.runTimeout(), ExecutionID: rec.ID,
+		Resume: resume, CheckpointEachNode: checkpoints})
+	if err := rep.Outcome.Err; resume != nil && err != nil && (errors.Is(err, runtime.ErrRunHeld) ||
+		errors.Is(err, runtime.ErrNoCheckpoint) || errors.Is(err, runtime.ErrRunMoved)) {
+		// Another process (a replica sharing the state) took the run
+		// between the listing and the claim: its record is theirs.
+		log.Info("http.async_resume_skipped", "detail", runtime.Redact(err.Error()))
+		return
+	}
+	code, ctype, out := reply(rep.Outcome)
+	cut := s.runCtx.Err() != nil && rep.Outcome.Status == runtime.StatusErrored
+	switch {
+	case cut && checkpoints:
+		rec.State, rec.Outcome = runtime.RunInterrupted, nil
+	case cut:
+		code = http.StatusServiceUnavailable
+		fallthrough
+	default:
+		rec.State, rec.Outcome = runtime.RunEnded, storedOutcome(code, ctype, out)
+	}
 	put()
+}
+
+// resumeInterrupted continues, in the background, the async runs of this
+// server's routes that an earlier process accepted and did not finish
+// (an expired drain cut them, or the process died): each has a run record
+// not yet ended and an incomplete checkpoint no process is executing. The
+// claim on the checkpoint keeps two replicas from both running one.
+func (s *Server) resumeInterrupted(ctx context.Context) {
+	store := runtime.CheckpointStoreFor(s.host.Engine)
+	if s.runs == nil || store == nil {
+		return
+	}
+	infos, bad, err := store.List(ctx)
+	if err != nil {
+		s.audit.Error("http.async_resume_error", "error", err.Error())
+		return
+	}
+	for _, err := range bad {
+		s.audit.Warn("http.async_resume_error", "error", err.Error())
+	}
+	for _, in := range infos {
+		if in.State != runtime.CheckpointIncomplete || in.Active || !runtime.ValidRunID(in.RunID) {
+			continue
+		}
+		rec, ok, err := s.runs.GetRun(ctx, in.RunID)
+		if err != nil || !ok || rec.State == runtime.RunEnded {
+			continue // not an async run, or already recorded as ended
+		}
+		rt := s.asyncRouteNamed(rec.Route)
+		if rt == nil {
+			continue // another server's route
+		}
+		log := s.audit.With("route", rt.name, "execution_id", rec.ID)
+		if err := s.host.Program.CheckResume(in.Checkpoint); err != nil {
+			log.Error("http.async_resume_refused", "error", err.Error())
+			rec.State, rec.Updated = runtime.RunEnded, s.now()
+			rec.Outcome = storedOutcome(http.StatusInternalServerError, "application/json",
+				[]byte(`{"error":"the run could not be resumed by this build"}`))
+			if err := s.runs.PutRun(ctx, rec, rt.keep); err != nil {
+				log.Error("http.run_store_error", "state", rec.State, "error", err.Error())
+			}
+			continue
+		}
+		select {
+		case s.asyncSlots <- struct{}{}:
+		default:
+			log.Warn("http.async_full", "limit", cap(s.asyncSlots), "detail", "left for the next start")
+			continue
+		}
+		log.Info("http.async_resumed", "next_node", in.NextNode)
+		rec.State = runtime.RunRunning
+		s.asyncRuns.Add(1)
+		go s.runAsync(rt, admitted{}, rec, in.Checkpoint)
+	}
 }
 
 // storedOutcome is a run record's outcome: the reply the route would have

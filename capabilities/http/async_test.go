@@ -307,20 +307,74 @@ func TestAsyncLimits(t *testing.T) {
 	waitFor(t, func() bool { return ts.try("POST", "/hook", `{}`).code == 202 })
 }
 
-// TestAsyncDrainTimeout: a run still going when the drain runs out is cut
-// and recorded as ended (503), never left running.
+// TestAsyncDrainTimeout: a drain that runs out of time cuts an async run,
+// but does not drop it. The run checkpointed after each node, so its
+// record says interrupted and its checkpoint stays incomplete at the node
+// it had not finished; the server's next start on the same state
+// continues it there (the node before it does not run again) and records
+// how it ended.
 func TestAsyncDrainTimeout(t *testing.T) {
-	resetGate() // never released
+	resetGate() // never released while the first server runs
 	dir := t.TempDir()
-	ts := start(t, wf("block", `reply = "async"`), setup{stateDir: dir, cfg: Config{DrainTimeout: 300 * time.Millisecond}})
-	id := accepted(t, ts.do(t, "POST", "/hook", `{}`))
-	waitFor(t, func() bool { return strings.Contains(ts.Audit.String(), "workflow.started") })
+	src := `
+name = "hooks"
+[[start_nodes]]
+name = "main"
+source = "http"
+entry_node = "first"
+[[nodes]]
+id = "first"
+type = "httptest_node"
+key = "count"
+[[nodes]]
+id = "wait"
+type = "httptest_node"
+key = "block"
+[[edges]]
+from = "first"
+to = "wait"
+[[http_routes]]
+method = "POST"
+path = "/hook"
+start_node = "main"
+reply = "async"
+`
+	runCount.Store(0)
+	ts := start(t, src, setup{stateDir: dir, cfg: Config{DrainTimeout: 300 * time.Millisecond}})
+	id := accepted(t, ts.do(t, "POST", "/hook", `{"order":7}`))
+	waitFor(t, func() bool { return runCount.Load() == 1 })
 	if err := ts.stop(t); err != nil {
 		t.Fatal(err)
 	}
-	rec, ok, err := runtime.NewFileRuns(dir, time.Now).GetRun(context.Background(), id)
-	if err != nil || !ok || rec.State != runtime.RunEnded || !strings.Contains(string(rec.Outcome), `"http_status":503`) {
+	runs := runtime.NewFileRuns(dir, time.Now)
+	rec, ok, err := runs.GetRun(context.Background(), id)
+	if err != nil || !ok || rec.State != runtime.RunInterrupted || rec.Outcome != nil {
 		t.Fatalf("record after an expired drain: %+v %v %v (%s)", rec, ok, err, rec.Outcome)
+	}
+	cp, err := runtime.LoadCheckpoint(dir, id)
+	if err != nil || cp.State != runtime.CheckpointIncomplete || cp.NextNode != "wait" {
+		t.Fatalf("checkpoint after an expired drain: %+v %v", cp, err)
+	}
+
+	close(resetGate()) // the next process's block node returns at once
+	ts2 := start(t, src, setup{stateDir: dir})
+	r := pollEnded(t, ts2, id)
+	if r.at("outcome.http_status") != float64(200) || r.at("outcome.body.final_value.released") != true || r.at("outcome.body.last_node") != "wait" {
+		t.Fatalf("resumed run: %s", r.body)
+	}
+	if n := runCount.Load(); n != 2 { // first once, wait once (on resume)
+		t.Fatalf("%d counted node runs, want 2: the node before the cut ran again", n)
+	}
+	if !strings.Contains(ts2.Audit.String(), "http.async_resumed") {
+		t.Fatalf("no http.async_resumed in the audit log:\n%s", ts2.Audit.String())
+	}
+	if _, err := runtime.LoadCheckpoint(dir, id); err == nil {
+		t.Fatal("checkpoint of the resumed, completed run is still there")
+	}
+	// A third start finds nothing to resume.
+	ts3 := start(t, src, setup{stateDir: dir})
+	if strings.Contains(ts3.Audit.String(), "http.async_resumed") {
+		t.Fatal("an ended run was resumed again")
 	}
 }
 

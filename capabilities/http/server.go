@@ -327,6 +327,7 @@ func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
 	}
 	sweep := s.sweepRuns() // async.go
 	defer sweep.Stop()
+	s.resumeInterrupted(context.Background()) // async.go
 	srv := &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
