@@ -1,7 +1,7 @@
 // Package catalog is the single source of truth about kiln's capability
 // families: which package implements each, its build tag, the node kinds,
 // trigger types and route auth kinds it provides (or the workflow block that
-// selects it: routes, [[secrets]], [logging.otel]), and the capability keys
+// selects it: routes, [[secrets]], [logging.otel], a JSON Schema), and the capability keys
 // a workflow may name in requires_capabilities.
 //
 // The generator, the manifest, the discovery document and `kiln inspect`
@@ -54,6 +54,9 @@ type Family struct {
 	// State marks the family that shares state on PostgreSQL
 	// ([state] backend = "postgres").
 	State bool
+	// Schemas marks the family that validates JSON Schemas: route
+	// input_schema and llm output_schema.
+	Schemas bool
 }
 
 // Families is the catalog, in a fixed order (the order of the table).
@@ -181,6 +184,12 @@ var Families = []Family{
 		Description: "[state] backend = \"postgres\": idempotency claims and replies, and cron/interval ticks, shared by every replica on one PostgreSQL database",
 		Keys:        []string{"state.postgres"},
 		State:       true,
+	},
+	{
+		ID: "schema", Package: PackagePrefix + "schema", Tag: "kiln_schema",
+		Description: "JSON Schema validation of route input_schema and llm output_schema, offline (no $ref leaves the document)",
+		Keys:        []string{"schema.validate"},
+		Schemas:     true,
 	},
 }
 

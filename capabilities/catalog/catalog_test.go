@@ -10,6 +10,7 @@ import (
 
 	_ "github.com/kilnworks/kiln/capabilities/all"
 	"github.com/kilnworks/kiln/capabilities/catalog"
+	llmspec "github.com/kilnworks/kiln/capabilities/llm/spec"
 	specs "github.com/kilnworks/kiln/capabilities/spec/all"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/workflow"
@@ -62,7 +63,7 @@ func TestTableShape(t *testing.T) {
 	if always != 1 || catalog.Families[0].ID != "control" || !catalog.Families[0].Always {
 		t.Errorf("control must be the one always-linked family, first in the table")
 	}
-	want := []string{"control", "data", "fs", "env", "llm", "mcp", "http", "oidc", "httpclient", "shell", "compose", "cron", "interval", "fswatch", "event", "secrets", "otel", "sandbox", "rego", "pgstate"}
+	want := []string{"control", "data", "fs", "env", "llm", "mcp", "http", "oidc", "httpclient", "shell", "compose", "cron", "interval", "fswatch", "event", "secrets", "otel", "sandbox", "rego", "pgstate", "schema"}
 	if got := catalog.IDs(); !reflect.DeepEqual(got, want) {
 		t.Errorf("families = %v, want exactly %v", got, want)
 	}
@@ -117,6 +118,7 @@ func TestCatalogMatchesRegistry(t *testing.T) {
 		"Telemetry": func(f catalog.Family) bool { return f.Telemetry },
 		"Rego":      func(f catalog.Family) bool { return f.Rego },
 		"State":     func(f catalog.Family) bool { return f.State },
+		"Schemas":   func(f catalog.Family) bool { return f.Schemas },
 	} {
 		n := 0
 		for _, f := range catalog.Families {
@@ -302,5 +304,45 @@ func TestCatalogMatchesSpecs(t *testing.T) {
 				t.Errorf("declared auth kind %s is not in catalog family %s", a.Name, f.ID)
 			}
 		}
+	}
+}
+
+// TestUsedSchemas: a route's input_schema or a node's output_schema file,
+// in the root or in a child, links the schema family, naming why; a
+// workflow without one, or with only output_schema = "inline" (any JSON,
+// no schema to compile), does not.
+func TestUsedSchemas(t *testing.T) {
+	route := func(schema string) []workflow.HTTPRoute {
+		return []workflow.HTTPRoute{{Method: "POST", Path: "/hook", Auth: "none", InputSchema: schema}}
+	}
+	infer := func(schema string) []workflow.Node {
+		return []workflow.Node{{ID: "ask", Type: "llm_infer", OutputSchema: schema}}
+	}
+	for _, c := range []struct {
+		name string
+		wf   *workflow.Workflow
+		why  string // "" = the family is not used
+	}{
+		{"route input_schema", &workflow.Workflow{HTTPRoutes: route("s.json")}, "route POST /hook (input_schema)"},
+		{"node output_schema", &workflow.Workflow{Nodes: infer("label.json")}, "node ask (output_schema)"},
+		{"child output_schema", &workflow.Workflow{Nodes: []workflow.Node{{ID: "c", Type: "call", Workflow: "sub.toml"}},
+			Children: map[string]*workflow.Workflow{"sub.toml": {Name: "sub", Nodes: infer("label.json")}}}, "sub.toml: node ask (output_schema)"},
+		{"route without a schema", &workflow.Workflow{HTTPRoutes: route("")}, ""},
+		{"inline output_schema", &workflow.Workflow{Nodes: infer(llmspec.InlineSchema)}, ""},
+		{"no output_schema", &workflow.Workflow{Nodes: infer("")}, ""},
+	} {
+		u, err := catalog.Used(c.wf)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got := slices.Contains(u.Families, "schema"); got != (c.why != "") {
+			t.Errorf("%s: families %v", c.name, u.Families)
+		}
+		if got := strings.Join(u.Why["schema"], ";"); got != c.why {
+			t.Errorf("%s: why schema = %q, want %q", c.name, got, c.why)
+		}
+	}
+	if id, ok := catalog.FamilyOfPackage(catalog.PackagePrefix + "schema"); id != "schema" || !ok {
+		t.Errorf("capabilities/schema belongs to %q %v", id, ok)
 	}
 }

@@ -28,8 +28,9 @@ type Usage struct {
 
 // Used resolves the families a workflow tree needs: from its node kinds
 // (and the tools of agent loops), trigger types, HTTP routes and their auth
-// kinds, [[secrets]] entries and a [logging.otel] block; child workflows
-// are included. Anything the catalog does not
+// kinds, [[secrets]] entries, a [logging.otel] block and the JSON Schemas
+// routes (input_schema) and nodes (output_schema) declare; child
+// workflows are included. Anything the catalog does not
 // know (a node kind, trigger type or auth kind) is an error naming where it
 // is used: the generator must never guess a family.
 func Used(wf *workflow.Workflow) (*Usage, error) {
@@ -74,6 +75,11 @@ type usage struct {
 	errs                             []string
 }
 
+// inlineSchema is the output_schema value that asks for any JSON without
+// a schema file (capabilities/llm/spec.InlineSchema; the catalog links no
+// family spec, and TestUsedSchemas checks the two agree).
+const inlineSchema = "inline"
+
 // maxWhy bounds the reasons kept per family; the first few explain enough.
 const maxWhy = 3
 
@@ -81,6 +87,16 @@ func (u *usage) add(id, reason string) {
 	u.families[id] = true
 	if len(u.why[id]) < maxWhy {
 		u.why[id] = append(u.why[id], reason)
+	}
+}
+
+// addFlagged adds every family the flag selects (a workflow block or key
+// rather than a node kind needs it).
+func (u *usage) addFlagged(flag func(Family) bool, reason string) {
+	for _, f := range Families {
+		if flag(f) {
+			u.add(f.ID, reason)
+		}
 	}
 }
 
@@ -103,6 +119,9 @@ func (u *usage) walk(wf *workflow.Workflow, where string) {
 		}
 		u.kinds[n.Type] = true
 		u.add(id, fmt.Sprintf("%snode %s (%s)", where, n.ID, n.Type))
+		if n.OutputSchema != "" && n.OutputSchema != inlineSchema {
+			u.addFlagged(func(f Family) bool { return f.Schemas }, fmt.Sprintf("%snode %s (output_schema)", where, n.ID))
+		}
 		// An agent loop's tools run through the handlers of their node
 		// kinds, so their families must be linked too.
 		for _, tool := range n.Tools {
@@ -129,6 +148,9 @@ func (u *usage) walk(wf *workflow.Workflow, where string) {
 			if f.Routes {
 				u.add(f.ID, where+"route "+route)
 			}
+		}
+		if r.InputSchema != "" {
+			u.addFlagged(func(f Family) bool { return f.Schemas }, where+"route "+route+" (input_schema)")
 		}
 		kind, _, _ := strings.Cut(r.Auth, ":")
 		if kind == "" || kind == "none" {
