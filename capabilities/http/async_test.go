@@ -359,7 +359,7 @@ reply = "async"
 	close(resetGate()) // the next process's block node returns at once
 	ts2 := start(t, src, setup{stateDir: dir})
 	r := pollEnded(t, ts2, id)
-	if r.at("outcome.http_status") != float64(200) || r.at("outcome.body.final_value.released") != true || r.at("outcome.body.last_node") != "wait" {
+	if r.at("outcome.http_status") != json.Number("200") || r.at("outcome.body.final_value.released") != true || r.at("outcome.body.last_node") != "wait" {
 		t.Fatalf("resumed run: %s", r.body)
 	}
 	if n := runCount.Load(); n != 2 { // first once, wait once (on resume)
