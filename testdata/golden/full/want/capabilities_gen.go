@@ -24,6 +24,7 @@ import (
 	_ "github.com/kilnworks/kiln/capabilities/pgstate"
 	_ "github.com/kilnworks/kiln/capabilities/rego"
 	_ "github.com/kilnworks/kiln/capabilities/sandbox"
+	_ "github.com/kilnworks/kiln/capabilities/schema"
 	_ "github.com/kilnworks/kiln/capabilities/secrets"
 	runtime "github.com/kilnworks/kiln/runtime"
 )

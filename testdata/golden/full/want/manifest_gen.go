@@ -11,7 +11,7 @@
 package main
 
 // ManifestBlob is the manifest (manifest.json), wrapped in the markers kiln inspect looks for.
-const ManifestBlob = "\x00KILN-MANIFEST\x0000004577\x00{\n" +
+const ManifestBlob = "\x00KILN-MANIFEST\x0000004779\x00{\n" +
 	"  \"schema\": \"kiln.manifest/v1\",\n" +
 	"  \"workflow\": {\n" +
 	"    \"name\": \"full\",\n" +
@@ -140,6 +140,14 @@ const ManifestBlob = "\x00KILN-MANIFEST\x0000004577\x00{\n" +
 	"      \"keys\": [\n" +
 	"        \"state.postgres\"\n" +
 	"      ]\n" +
+	"    },\n" +
+	"    {\n" +
+	"      \"id\": \"schema\",\n" +
+	"      \"package\": \"github.com/kilnworks/kiln/capabilities/schema\",\n" +
+	"      \"tag\": \"kiln_schema\",\n" +
+	"      \"keys\": [\n" +
+	"        \"schema.validate\"\n" +
+	"      ]\n" +
 	"    }\n" +
 	"  ],\n" +
 	"  \"node_kinds\": [\n" +
@@ -168,6 +176,7 @@ const ManifestBlob = "\x00KILN-MANIFEST\x0000004577\x00{\n" +
 	"    \"mcp.tools\",\n" +
 	"    \"policy.rego\",\n" +
 	"    \"sandbox.landlock\",\n" +
+	"    \"schema.validate\",\n" +
 	"    \"secrets.oauth2\",\n" +
 	"    \"secrets.registry\",\n" +
 	"    \"serve.http\",\n" +
