@@ -1,10 +1,12 @@
 package pgstate
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -333,4 +335,77 @@ func TestFleetFiresEachTickOnce(t *testing.T) {
 		t.Fatalf("%d ticks, want at least 5", len(slots))
 	}
 	t.Logf("%d ticks, each fired once in the fleet", len(slots))
+}
+
+// TestFleetContinuesACutAsyncRun: an async run accepted by a replica
+// whose drain runs out before the run ends is not dropped. Its record says
+// interrupted and its checkpoint stays in the shared database; another
+// replica that starts on the same database continues it and records how
+// it ended, and the status is the same read through either.
+func TestFleetContinuesACutAsyncRun(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	runLog := filepath.Join(t.TempDir(), "runs.log")
+	a := startReplica(t, dsn, runLog, "r0", 5*time.Second, true) // its runs block until cut
+	client := &http.Client{Timeout: 30 * time.Second}
+	defer client.CloseIdleConnections()
+
+	resp, err := client.Post(a.URL+"/async", "application/json", strings.NewReader(`{"id":"cut-1"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var acc struct {
+		ID string `json:"execution_id"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&acc)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 202 || acc.ID == "" {
+		t.Fatalf("accept: %d %+v %v", resp.StatusCode, acc, err)
+	}
+	waitLine := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for !slices.Contains(readRunLog(t, runLog), want) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %q in the run log: %q", want, readRunLog(t, runLog))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitLine("start cut-1")
+	a.stop() // drain of 1 s runs out: the run is cut
+
+	b := startReplica(t, dsn, runLog, "r1", 5*time.Second, false)
+	waitLine("run cut-1 r1")
+	var st struct {
+		State   string `json:"state"`
+		Outcome struct {
+			Status int `json:"http_status"`
+			Body   struct {
+				Status string         `json:"status"`
+				Final  map[string]any `json:"final_value"`
+			} `json:"body"`
+		} `json:"outcome"`
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for st.State != "ended" {
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s not ended on the second replica: %+v", acc.ID, st)
+		}
+		time.Sleep(20 * time.Millisecond)
+		resp, err := client.Get(b.URL + "/v1/runs/" + acc.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = json.NewDecoder(resp.Body).Decode(&st)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("status: %d %v", resp.StatusCode, err)
+		}
+	}
+	if st.Outcome.Status != 200 || st.Outcome.Body.Status != "completed" || st.Outcome.Body.Final["id"] != "cut-1" {
+		t.Fatalf("resumed run's outcome: %+v", st)
+	}
+	if n := strings.Count(strings.Join(readRunLog(t, runLog), "\n"), "run cut-1"); n != 1 {
+		t.Fatalf("the run ended %d times", n)
+	}
 }

@@ -22,8 +22,8 @@ import (
 )
 
 // A replica is this test binary re-executed as one server of the fleet:
-// the http family's server on a loopback port, its keyed route's claims
-// in the shared database.
+// the http family's server on a loopback port, its keyed route's claims,
+// its async route's run records and checkpoints in the shared database.
 const (
 	replicaEnv      = "KILN_PGSTATE_REPLICA_DSN"
 	replicaLogEnv   = "KILN_PGSTATE_RUN_LOG"    // every run appends a line here
@@ -47,6 +47,11 @@ method = "POST"
 path = "/hook"
 start_node = "main"
 idempotency_key = "trigger.id"
+[[http_routes]]
+method = "POST"
+path = "/async"
+start_node = "main"
+reply = "async"
 `
 
 // nodeDelay is how long a run takes (0 in the throughput figures).
@@ -112,6 +117,8 @@ func serveReplica() error {
 	}
 	h := &runtime.Host{Program: p, Engine: &runtime.Engine{Services: &runtime.Services{}}}
 	runtime.SetClaimStore(h.Engine.Services, store)
+	runtime.SetCheckpointStore(h.Engine.Services, store)
+	runtime.SetRunStore(h.Engine.Services, store)
 	s, err := http.New(h, http.Config{RunTimeout: 60 * time.Second, DrainTimeout: time.Second})
 	if err != nil {
 		return err
