@@ -3,6 +3,8 @@ package schema
 import (
 	"errors"
 	"testing"
+
+	"github.com/kilnworks/kiln/runtime"
 )
 
 func TestCompileRefusesExternalRefs(t *testing.T) {
@@ -45,5 +47,34 @@ func TestViolations(t *testing.T) {
 	}
 	if _, ok := Violations(errors.New("other")); ok {
 		t.Fatal("a non-validation error reported as violations")
+	}
+}
+
+// TestRegisteredValidator: the family serves runtime.CompileSchema from
+// init, refusing what Compile refuses, and reports every leaf failure; a
+// value the validator cannot judge is a failure, never valid.
+func TestRegisteredValidator(t *testing.T) {
+	var re *runtime.SchemaRefError
+	if _, err := runtime.CompileSchema("s.json", []byte(`{"$ref": "https://example.com/s.json"}`)); !errors.As(err, &re) {
+		t.Fatalf("remote $ref: %v", err)
+	}
+	v, err := runtime.CompileSchema("s.json", []byte(`{"type": "object", "required": ["a"], "properties": {"b": {"type": "string"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := v.Validate(map[string]any{"a": 1.0, "b": "x"}); got != nil {
+		t.Errorf("valid value: %v", got)
+	}
+	got := v.Validate(map[string]any{"b": 2.0})
+	if len(got) != 2 {
+		t.Fatalf("violations = %v", got)
+	}
+	locs := map[string]bool{got[0].Location: true, got[1].Location: true}
+	if !locs["/"] || !locs["/b"] {
+		t.Errorf("violations = %v", got)
+	}
+	// Not a value DecodeJSON produces: the validator's own error.
+	if got := v.Validate(map[string]any{"a": 1.0, "b": struct{}{}}); len(got) != 1 || got[0].Location != "" || got[0].Message == "" {
+		t.Errorf("a value the validator cannot judge: %v", got)
 	}
 }
