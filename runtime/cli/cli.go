@@ -293,8 +293,18 @@ func Main(args []string, o Options) int {
 			"detail", "the workflow declares no [policy] block: every capability is allowed and the process is not confined (development only)")
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	// SIGINT and SIGTERM cancel ctx. Registering for them starts threads
+	// (os/signal locks one), and confinement signals every thread of the
+	// process, twice: when nothing before confinement can be interrupted
+	// (no extension sets anything up, no family command runs), they are
+	// registered just after it, before any node or listener starts.
+	ctx, stop := context.Background(), context.CancelFunc(func() {})
+	notify := func() { ctx, stop = signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM) }
+	early := s.command != nil || slices.ContainsFunc(exts, func(e runtime.Extension) bool { return e.Setup != nil })
+	if early {
+		notify()
+	}
+	defer func() { stop() }()
 	defer closeExts()
 	if s.durable.list && !sharedState(o.Workflow) { // a shared store is listed after Setup (runDurable)
 		return listCheckpoints(ctx, host, o, fail)
@@ -320,6 +330,9 @@ func Main(args []string, o Options) int {
 	// first node runs.
 	if code, done := confineProcess(s.preflight.sandbox, o, audit); done {
 		return code
+	}
+	if !early {
+		notify()
 	}
 	tapes.observe() // after Setup, which may have set the engine's observer
 	s.tapes = tapes
