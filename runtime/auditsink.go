@@ -13,6 +13,10 @@ import (
 // run's next line before it is written on its own.
 const heldFor = 100 * time.Millisecond
 
+// maxSpare bounds the queue buffer kept between writes (a burst of lines
+// may grow it; a larger one is left to the collector).
+const maxSpare = 64 << 10
+
 // lineSink is the audit logger's last handler. It formats each record
 // with slog's text or JSON handler into a buffer of its own (so the bytes
 // are exactly slog's) and writes the line with one Write. A run's
@@ -21,6 +25,12 @@ const heldFor = 100 * time.Millisecond
 // one write(2) instead of two, and its lines are still written before the
 // run returns, so before its reply is sent. A held line waits at most
 // heldFor, and Close writes any still held.
+//
+// Writes are group commits: the lines of runs that end while a Write is
+// in progress are queued, and the first of them to find no Write in
+// progress writes the whole queue in one Write. Every caller returns only
+// once the Write that carried its lines has returned, so the promise
+// above holds for each of them; many concurrent runs cost few write(2)s.
 type lineSink struct {
 	out    *sinkOut
 	level  slog.Leveler
@@ -29,11 +39,11 @@ type lineSink struct {
 }
 
 // sinkOut is what every sink derived with WithAttrs/WithGroup shares: the
-// writer, and the lines held back.
+// writer, the lines held back and the lines queued for the next Write.
 type sinkOut struct {
-	// mu serialises the writes (as slog's own handlers do), and taking a
-	// held line and writing it happen under it, so a run's held line is
-	// never written after the run's next line.
+	// mu guards every field. Taking a held line and queueing it happen
+	// under it, and the queue is written in order, one Write at a time,
+	// so a run's held line is never written after the run's next line.
 	mu     sync.Mutex
 	w      io.Writer
 	held   map[string]*lineBuf // by execution_id
@@ -42,6 +52,22 @@ type sinkOut struct {
 	// cheaper than a timer per run.
 	timer *time.Timer
 	armed bool
+
+	// Group commit: queue holds the lines of batch next, not yet written.
+	// While writing, one caller writes a batch with mu released; the
+	// others wait on written (its L is &mu), which is broadcast after
+	// each Write returns.
+	queue   []byte
+	next    *batch
+	writing bool
+	written sync.Cond
+	spare   []byte // the last written queue's buffer, reused
+}
+
+// batch is the lines of one Write; its callers read err once done.
+type batch struct {
+	done bool
+	err  error
 }
 
 // lineBuf is one formatter writing into its own buffer. A held line stays
@@ -57,7 +83,9 @@ type lineBuf struct {
 func (lb *lineBuf) release() { lb.pool.Put(lb) }
 
 func newLineSink(w io.Writer, level slog.Leveler, format func(io.Writer) slog.Handler) *lineSink {
-	return newDerivedSink(&sinkOut{w: w, held: map[string]*lineBuf{}}, level, format)
+	o := &sinkOut{w: w, held: map[string]*lineBuf{}}
+	o.written.L = &o.mu
+	return newDerivedSink(o, level, format)
 }
 
 func newDerivedSink(out *sinkOut, level slog.Leveler, format func(io.Writer) slog.Handler) *lineSink {
@@ -102,22 +130,68 @@ func (s *lineSink) Handle(ctx context.Context, r slog.Record) error {
 	o := s.out
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	out := lb
+	var b *batch
 	if h := o.held[id]; h != nil && id != "" {
 		delete(o.held, id)
-		h.buf.Write(lb.buf.Bytes())
-		lb.release()
-		out = h
-	}
-	if id != "" && r.Message == "workflow.started" && !o.closed {
-		out.at = time.Now()
-		o.held[id] = out
+		o.enqueue(h.buf.Bytes())
+		h.release()
+		b = o.enqueue(lb.buf.Bytes())
+	} else if id != "" && r.Message == "workflow.started" && !o.closed {
+		lb.at = time.Now()
+		o.held[id] = lb
 		o.arm(heldFor)
 		return nil
+	} else {
+		b = o.enqueue(lb.buf.Bytes())
 	}
-	_, err := o.w.Write(out.buf.Bytes())
-	out.release()
-	return err
+	lb.release()
+	return o.await(b)
+}
+
+// enqueue adds p to the next Write and returns that Write's batch. Called
+// with mu held; p is copied.
+func (o *sinkOut) enqueue(p []byte) *batch {
+	if o.next == nil {
+		o.next = &batch{}
+	}
+	o.queue = append(o.queue, p...)
+	return o.next
+}
+
+// await returns once b is written, with the error of its Write. When no
+// Write is in progress the caller writes the queue itself (b's lines and
+// any queued after them); else it waits for the Write in progress, then
+// looks again. Called with mu held, which it releases while it waits or
+// writes.
+func (o *sinkOut) await(b *batch) error {
+	for !b.done {
+		if o.writing {
+			o.written.Wait()
+			continue
+		}
+		o.writeQueue()
+	}
+	return b.err
+}
+
+// writeQueue writes the queued lines in one Write, with mu released so
+// that other runs' lines can queue meanwhile. Called with mu held.
+func (o *sinkOut) writeQueue() {
+	b, buf := o.next, o.queue
+	o.next, o.queue, o.spare = nil, o.spare[:0], nil
+	o.writing = true
+	o.mu.Unlock()
+	var err error
+	defer func() { // a panicking writer must not leave the others waiting
+		o.mu.Lock()
+		o.writing = false
+		b.done, b.err = true, err
+		if cap(buf) <= maxSpare {
+			o.spare = buf
+		}
+		o.written.Broadcast()
+	}()
+	_, err = o.w.Write(buf)
 }
 
 // arm starts the timer unless it is running. Called with mu held.
@@ -159,17 +233,21 @@ func (o *sinkOut) writeDue() {
 	}
 	now := time.Now()
 	next := heldFor
+	var b *batch
 	for id, h := range o.held {
 		if wait := heldFor - now.Sub(h.at); wait > 0 {
 			next = min(next, wait)
 			continue
 		}
 		delete(o.held, id)
-		_, _ = o.w.Write(h.buf.Bytes())
+		b = o.enqueue(h.buf.Bytes())
 		h.release()
 	}
 	if len(o.held) > 0 {
 		o.arm(next)
+	}
+	if b != nil {
+		_ = o.await(b)
 	}
 }
 
@@ -183,13 +261,14 @@ func (s *lineSink) Close() error {
 	if o.timer != nil {
 		o.timer.Stop()
 	}
-	var first error
+	var b *batch
 	for id, h := range o.held {
 		delete(o.held, id)
-		if _, err := o.w.Write(h.buf.Bytes()); err != nil && first == nil {
-			first = err
-		}
+		b = o.enqueue(h.buf.Bytes())
 		h.release()
 	}
-	return first
+	if b == nil {
+		return nil
+	}
+	return o.await(b)
 }

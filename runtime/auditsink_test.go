@@ -255,3 +255,103 @@ func BenchmarkAuditRunLines(b *testing.B) {
 		})
 	}
 }
+
+// slowFile stands for a log file whose write(2) takes a while: each Write
+// sleeps before its bytes count as written, so runs that end meanwhile
+// queue behind it. It counts the Writes and keeps what they wrote.
+type slowFile struct {
+	mu     sync.Mutex
+	writes int
+	buf    bytes.Buffer
+}
+
+func (f *slowFile) Write(p []byte) (int, error) {
+	time.Sleep(time.Millisecond)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.writes++
+	return f.buf.Write(p)
+}
+
+func (f *slowFile) holds(s string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return strings.Contains(f.buf.String(), s)
+}
+
+// TestAuditGroupCommitKeepsEachRunDurable: 64 concurrent runs share a
+// slow log file. Each run, when it returns, finds both its lines written
+// (the Write carrying them has returned), although runs that ended
+// together were written by one Write: fewer Writes than runs.
+func TestAuditGroupCommitKeepsEachRunDurable(t *testing.T) {
+	var f slowFile
+	l, closer, err := NewAuditLogger(AuditOptions{Stderr: &f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closer.Close()
+	e := &Engine{Audit: l}
+	p := compileT(t, []workflow.Node{out("a", `1`)}, nil)
+	const workers, each = 64, 8
+	errs := make(chan string, 2*workers*each)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for range each {
+				id := e.Run(context.Background(), p, RunOptions{}).ExecutionID
+				for _, msg := range []string{"workflow.started", "workflow.completed"} {
+					if !f.holds("msg=" + msg + " execution_id=" + id + " ") {
+						errs <- "run " + id + " returned before its " + msg + " line was written"
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if got := strings.Count(f.buf.String(), "\n"); got != 2*workers*each {
+		t.Errorf("%d lines for %d runs", got, workers*each)
+	}
+	if f.writes >= workers*each {
+		t.Errorf("%d Writes for %d concurrent runs: their lines were not written together", f.writes, workers*each)
+	}
+	t.Logf("%d runs, %d Writes", workers*each, f.writes)
+}
+
+// failingFile fails every Write.
+type failingFile struct{ writes atomic.Int64 }
+
+func (f *failingFile) Write(p []byte) (int, error) {
+	f.writes.Add(1)
+	time.Sleep(time.Millisecond)
+	return 0, errors.New("disk full")
+}
+
+// TestAuditGroupCommitReportsTheWriteError: every caller whose line was
+// in a failed Write gets that Write's error, not only the caller that
+// wrote it.
+func TestAuditGroupCommitReportsTheWriteError(t *testing.T) {
+	var f failingFile
+	sink := newLineSink(&f, slog.LevelInfo, func(w io.Writer) slog.Handler { return slog.NewTextHandler(w, nil) })
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	const n = 32
+	for i := range n {
+		wg.Go(func() {
+			r := slog.NewRecord(time.Now(), slog.LevelInfo, "workflow.completed", 0)
+			r.AddAttrs(slog.String("execution_id", strconv.Itoa(i)))
+			if err := sink.Handle(context.Background(), r); err != nil && err.Error() == "disk full" {
+				failed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if failed.Load() != n {
+		t.Fatalf("%d of %d callers saw the failed Write's error (%d Writes)", failed.Load(), n, f.writes.Load())
+	}
+}
