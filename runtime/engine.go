@@ -416,7 +416,8 @@ func (e *Engine) Run(ctx context.Context, p *Program, opts RunOptions) *Report {
 		// context are value trees too (NodeKind.ValueModel).
 		trig, _ = Normalize(trig).(map[string]any)
 	}
-	st := &runState{trace: Trace{ExecutionID: id, Entries: newTraceEntries(len(p.order))}}
+	st, outputs, entries := newRunState(len(p.order))
+	st.trace = Trace{ExecutionID: id, Entries: entries}
 	run := &st.run
 	run.Engine = e
 	run.Program = p
@@ -425,7 +426,7 @@ func (e *Engine) Run(ctx context.Context, p *Program, opts RunOptions) *Report {
 	run.DryRun = opts.DryRun
 	run.Counters = &st.counters
 	run.budget = &st.budget
-	run.outputs = make([]nodeOutput, len(p.order))
+	run.outputs = outputs
 	run.trigger = trig
 	run.trace = &st.trace
 	if b := p.Workflow.Budget; b != nil {
@@ -465,12 +466,38 @@ func (e *Engine) Run(ctx context.Context, p *Program, opts RunOptions) *Report {
 	return &st.report
 }
 
+// smallRunState is a runState with room for the outputs and trace of a
+// run of up to smallRun nodes (a served route is often one or two), so
+// such a run allocates its state at once.
+type smallRunState struct {
+	runState
+	outputs [smallRun]nodeOutput
+	entries [smallRun]TraceEntry
+}
+
+const smallRun = 2
+
+// newRunState allocates a run's state, its outputs for nodes nodes and
+// its empty trace.
+func newRunState(nodes int) (*runState, []nodeOutput, []TraceEntry) {
+	if nodes <= smallRun {
+		s := &smallRunState{}
+		return &s.runState, s.outputs[:nodes], s.entries[:0]
+	}
+	return &runState{}, make([]nodeOutput, nodes), newTraceEntries(nodes)
+}
+
 // childState is everything a child run allocates up front, in one
 // allocation; a child of up to smallChild nodes (the common map or
 // parallel item) keeps its outputs in it too.
 type childState struct {
 	run     Run
 	outputs [smallChild]nodeOutput
+	// counters are what the children of one RunChildren worker count,
+	// added to the parent's when the worker is done: workers on other
+	// cores would otherwise all write the parent's few cache lines, three
+	// times per child.
+	counters Counters
 }
 
 const smallChild = 2
@@ -483,7 +510,7 @@ func (r *Run) RunChild(ctx context.Context, child *Program, start string, input 
 		input = Normalize(input)
 	}
 	trace := &Trace{}
-	out, _ := r.runChild(ctx, child, start, input, r.childID(), time.Time{}, &childState{}, trace)
+	out, _ := r.runChild(ctx, child, start, input, r.childID(), time.Time{}, &childState{}, trace, r.Counters)
 	return out, trace
 }
 
@@ -533,10 +560,11 @@ func (ids *childIDs) next(r *Run, want int) string {
 }
 
 // runChild is RunChild in st (zero), recording its path in trace (nil:
-// none), starting at the clock reading at (zero: read the clock) and
-// returning the reading that ended the child (zero if it did not run).
-// The outcome may live in st.
-func (r *Run) runChild(ctx context.Context, child *Program, start string, input any, id string, at time.Time, st *childState, trace *Trace) (*Outcome, time.Time) {
+// none), counting in counters (r's own, or ones added to r's later),
+// starting at the clock reading at (zero: read the clock) and returning
+// the reading that ended the child (zero if it did not run). The outcome
+// may live in st.
+func (r *Run) runChild(ctx context.Context, child *Program, start string, input any, id string, at time.Time, st *childState, trace *Trace, counters *Counters) (*Outcome, time.Time) {
 	if r.Depth+1 > MaxCallDepth {
 		return &Outcome{Status: StatusErrored, Reason: fmt.Sprintf("call depth exceeds %d", MaxCallDepth),
 			Err: Errorf(ClassWorkflow, "call depth exceeds %d", MaxCallDepth)}, time.Time{}
@@ -550,7 +578,7 @@ func (r *Run) runChild(ctx context.Context, child *Program, start string, input 
 	c.DryRun = r.DryRun
 	c.Deadline = r.Deadline
 	c.Depth = r.Depth + 1
-	c.Counters = r.Counters
+	c.Counters = counters
 	c.budget = r.budget
 	c.parent = r
 	c.lazyTrigger, c.triggerKind, c.triggerInput = true, kind, input
@@ -624,7 +652,7 @@ func (r *Run) RunChildren(ctx context.Context, jobs []ChildJob, workers int) []O
 func (r *Run) RunOneChild(ctx context.Context, j ChildJob) (out Outcome) {
 	st := reuse(r.spare.Swap(nil))
 	if ctx.Err() == nil {
-		o, _ := r.runChild(ctx, j.Program, j.Start, j.Input, r.childID(), time.Time{}, st, nil)
+		o, _ := r.runChild(ctx, j.Program, j.Start, j.Input, r.childID(), time.Time{}, st, nil, r.Counters)
 		out = *o // o may live in st
 	}
 	r.spare.Store(st)
@@ -677,10 +705,19 @@ type jobPool struct {
 
 // runJobs is one RunChildren worker: it runs the next job until none is
 // left or pool says stop (pool nil: the only worker, taking the jobs in
-// turn), in st (nil: allocated here), and returns st for reuse.
+// turn), in st (nil: allocated here), and returns st for reuse. One of
+// several workers counts in st and adds its counts to r's when it is
+// done, before RunChildren returns.
 func (r *Run) runJobs(ctx context.Context, jobs []ChildJob, outs []Outcome, st *childState, pool *jobPool) *childState {
 	var at time.Time // the end of this worker's previous child
 	var ids childIDs
+	if pool != nil {
+		defer func() {
+			if st != nil {
+				st.counters.moveTo(r.Counters)
+			}
+		}()
+	}
 	for i := 0; ; i++ {
 		if pool != nil {
 			if pool.stop.Load() {
@@ -700,7 +737,11 @@ func (r *Run) runJobs(ctx context.Context, jobs []ChildJob, outs []Outcome, st *
 		if pool != nil {
 			share = (share + pool.workers - 1) / pool.workers
 		}
-		out, at = r.runChild(ctx, j.Program, j.Start, j.Input, ids.next(r, share), at, st, nil)
+		counters := r.Counters
+		if pool != nil {
+			counters = &st.counters
+		}
+		out, at = r.runChild(ctx, j.Program, j.Start, j.Input, ids.next(r, share), at, st, nil, counters)
 		outs[i] = *out // out may live in st
 		switch out.Status {
 		case StatusCompleted, StatusFailed, StatusTimedOut:
@@ -715,6 +756,21 @@ func (r *Run) runJobs(ctx context.Context, jobs []ChildJob, outs []Outcome, st *
 		pool.stop.Store(true)
 	}
 	return st
+}
+
+// moveTo adds c's counts to to's and zeroes c.
+func (c *Counters) moveTo(to *Counters) {
+	for _, f := range [...]struct{ from, to *atomic.Int64 }{
+		{&c.WorkflowStarts, &to.WorkflowStarts}, {&c.WorkflowCompletions, &to.WorkflowCompletions},
+		{&c.WorkflowFailures, &to.WorkflowFailures}, {&c.WorkflowTimeouts, &to.WorkflowTimeouts},
+		{&c.WorkflowErrored, &to.WorkflowErrored}, {&c.WorkflowPaused, &to.WorkflowPaused},
+		{&c.NodeExecutions, &to.NodeExecutions}, {&c.NodeFailures, &to.NodeFailures},
+		{&c.PolicyDenials, &to.PolicyDenials}, {&c.LLMCalls, &to.LLMCalls}, {&c.LLMTokens, &to.LLMTokens},
+	} {
+		if n := f.from.Swap(0); n != 0 {
+			f.to.Add(n)
+		}
+	}
 }
 
 // auditf emits one audit event tagged with the run, building nothing when

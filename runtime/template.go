@@ -36,12 +36,12 @@ func Render(tmpl string, input any, run *Run) string {
 			continue
 		}
 		if v, ok := Lookup(input, path); ok && input != nil {
-			b.WriteString(AsString(v))
+			writeString(&b, v)
 			continue
 		}
 		if run != nil {
 			if v, ok := run.Resolve(path); ok {
-				b.WriteString(AsString(v))
+				writeString(&b, v)
 				continue
 			}
 		}

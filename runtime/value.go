@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/kilnworks/kiln/runtime/nesting"
 )
@@ -51,6 +52,13 @@ func DecodeJSON(data []byte) (any, error) {
 		streamDecoders.Put(sd)
 	}
 	return v, nil
+}
+
+// DecodeJSONString is DecodeJSON of text, read in place: DecodeJSON
+// neither keeps nor changes its input, and parse_json would otherwise
+// copy every document it parses once more.
+func DecodeJSONString(text string) (any, error) {
+	return DecodeJSON(unsafe.Slice(unsafe.StringData(text), len(text)))
 }
 
 // onlySpace reads r to its end and reports whether it held JSON white
@@ -506,4 +514,22 @@ func AsString(v any) string {
 	s := string(b)
 	e.release()
 	return s
+}
+
+// writeString writes AsString(v) to b, a value rendered as JSON straight
+// from the encoder's buffer (templates render values on every step; a
+// string of each would be one more copy).
+func writeString(b *strings.Builder, v any) {
+	switch v.(type) {
+	case string, json.Number, bool, nil:
+		b.WriteString(AsString(v))
+		return
+	}
+	e, out, err := encodeJSON(v)
+	if err != nil {
+		b.WriteString(fmt.Sprint(v))
+		return
+	}
+	b.Write(out)
+	e.release()
 }

@@ -230,3 +230,67 @@ to = "c2"
 		}
 	}
 }
+
+// Map workers count their children in counters of their own and add them
+// to the run's when they are done: the report counts every child, with
+// one worker or several, and after a parallel nested in each child.
+func TestChildCountersAddUp(t *testing.T) {
+	child := `
+name = "c"
+[[nodes]]
+id = "probe"
+type = "ctest_probe"
+[[nodes]]
+id = "later"
+type = "ctest_last"
+[[edges]]
+from = "probe"
+to = "later"
+`
+	nested := `
+name = "n"
+[[nodes]]
+id = "fan"
+type = "parallel"
+branches = [{ workflow = "leaf.toml" }, { workflow = "leaf.toml" }, { workflow = "leaf.toml" }]
+`
+	leaf := "name = \"l\"\n[[nodes]]\nid = \"x\"\ntype = \"ctest_probe\"\n"
+	const items = 40
+	for _, tc := range []struct {
+		name     string
+		children map[string]string
+		// per item: child runs started and nodes executed
+		runs, nodes int64
+	}{
+		{"two-node child", map[string]string{"child.toml": child}, 1, 2},
+		{"child running a parallel", map[string]string{"child.toml": nested, "leaf.toml": leaf}, 1 + 3, 1 + 3},
+	} {
+		for _, workers := range []int{1, 4} {
+			src := fmt.Sprintf(mapOf, workers, workers)
+			wf := decode(t, src)
+			wf.Children = map[string]*workflow.Workflow{}
+			for path, s := range tc.children {
+				wf.Children[path] = decode(t, s)
+			}
+			// leaf.toml is the nested child's child.
+			if l, ok := wf.Children["leaf.toml"]; ok {
+				wf.Children["child.toml"].Children = map[string]*workflow.Workflow{"leaf.toml": l}
+			}
+			p, err := runtime.Compile(wf, runtime.CompileOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep := run(t, p, map[string]any{"items": mapItems(items)}, 0)
+			if rep.Outcome.Status != runtime.StatusCompleted {
+				t.Fatalf("%s, workers %d: outcome %+v", tc.name, workers, rep.Outcome)
+			}
+			s := rep.Counters.Snapshot()
+			// Two map nodes over the items, in one top-level run.
+			wantRuns, wantNodes := 1+2*items*tc.runs, 2+2*items*tc.nodes
+			if s["workflow_starts"] != wantRuns || s["workflow_completions"] != wantRuns || s["node_executions"] != wantNodes {
+				t.Errorf("%s, workers %d: counters %v, want %d starts and completions, %d node executions",
+					tc.name, workers, s, wantRuns, wantNodes)
+			}
+		}
+	}
+}

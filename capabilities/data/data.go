@@ -43,7 +43,7 @@ func prepareParseJSON(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, e
 		if err != nil {
 			return runtime.Result{}, err
 		}
-		v, err := runtime.DecodeJSON([]byte(text))
+		v, err := runtime.DecodeJSONString(text)
 		if err != nil {
 			return runtime.Result{}, c.Errorf(runtime.ClassTool, "input_from %q is not valid JSON: %v", from, err)
 		}
