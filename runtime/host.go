@@ -67,7 +67,11 @@ func (h *Host) Fire(ctx context.Context, opts RunOptions) *Report {
 	}
 	var taped func(*Report)
 	if h.Tapes != nil {
-		ctx, taped = h.Tapes(ctx, &opts)
+		// A copy for Tapes: &opts would move opts to the heap on every
+		// run, taped or not.
+		o := opts
+		ctx, taped = h.Tapes(ctx, &o)
+		opts = o
 	}
 	rep := h.Engine.Run(ctx, h.Program, opts)
 	if taped != nil {

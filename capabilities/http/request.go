@@ -37,10 +37,18 @@ func validRequestID(id string) bool {
 	return true
 }
 
+// noValues is trigger.query of a request without a query string and
+// trigger.headers of a route that lists none (shared: run values are
+// never changed in place).
+var noValues = map[string]any{}
+
 // queryOf is trigger.query: each query parameter's first value, by name.
 // A query string that does not parse is an error (400), not half-read.
 // Its size is bounded by the header limit (MaxHeaderBytes).
 func queryOf(r *http.Request) (map[string]any, error) {
+	if r.URL.RawQuery == "" {
+		return noValues, nil
+	}
 	values, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		return nil, err
@@ -56,6 +64,9 @@ func queryOf(r *http.Request) (map[string]any, error) {
 // lower-case name, repeated values joined with ", "; a listed header the
 // request lacks is absent.
 func headersOf(r *http.Request, listed []string) map[string]any {
+	if len(listed) == 0 {
+		return noValues
+	}
 	h := make(map[string]any, len(listed))
 	for _, name := range listed {
 		if vs := r.Header.Values(name); len(vs) > 0 {

@@ -50,6 +50,8 @@ type Set struct {
 	fires    map[string]int64       // trigger runs started, by trigger
 	skipped  map[string]int64       // trigger ticks dropped, by trigger
 	triggers map[string]bool        // every trigger seen, so both series exist
+
+	endTop func(*runtime.Outcome) // a top-level run's end, built once
 }
 
 type runKey struct{ start, status string }
@@ -102,6 +104,7 @@ func newSet(h *runtime.Host) *Set {
 	s := &Set{runs: map[runKey]int64{}, nodes: map[string]*Histogram{}, retries: map[string]int64{}, denials: map[string]int64{},
 		llm: map[string]*Histogram{}, tokens: map[tokenKey]int64{}, restarts: map[string]int64{},
 		fires: map[string]int64{}, skipped: map[string]int64{}, triggers: map[string]bool{}}
+	s.endTop = func(*runtime.Outcome) { s.runStarted(-1) }
 	if h.Program != nil && h.Program.Workflow != nil {
 		wf := h.Program.Workflow
 		s.workflow = wf.Name
@@ -248,6 +251,13 @@ type observer struct {
 }
 
 func (o observer) StartRun(ctx context.Context, r *runtime.Run) (context.Context, func(*runtime.Outcome)) {
+	if o.next == nil { // no closure per run
+		if r.Depth != 0 {
+			return ctx, noEnd
+		}
+		o.set.runStarted(1)
+		return ctx, o.set.endTop
+	}
 	var end func(*runtime.Outcome)
 	if o.next != nil {
 		ctx, end = o.next.StartRun(ctx, r)
@@ -279,6 +289,8 @@ func (o observer) StartNode(ctx context.Context, r *runtime.Run, n *workflow.Nod
 		}
 	}
 }
+
+func noEnd(*runtime.Outcome) {}
 
 // costMetrics are the run cost counters exposed, summed over runs.
 var costMetrics = [...]struct {
