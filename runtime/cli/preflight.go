@@ -79,20 +79,25 @@ func preflight(p *preflightFlags, o Options, audit *slog.Logger) (code int, done
 		fmt.Fprintf(o.Stderr, "%s: %s\n", o.Prog, runtime.Redact(err.Error()))
 		return ExitUsage, true
 	}
-	// The sandbox plan is part of the report whenever the report is
-	// printed; otherwise only a refusal (landlock = "required") matters.
-	if p.sandbox.Workflow != nil && (p.report || rep.Status == needs.Blocked || confine.MayRefuse(p.sandbox)) {
+	// The report is encoded, and the sandbox plan made for it, only when it
+	// is printed (`needs`, or a blocked start); otherwise the plan matters
+	// only when landlock = "required" can refuse.
+	printed := p.report || rep.Status == needs.Blocked
+	if p.sandbox.Workflow != nil && (printed || confine.MayRefuse(p.sandbox)) {
 		rep.Sandbox = confine.Plan(p.sandbox)
 		if rep.Sandbox.Refused != "" {
-			rep.Status = needs.Blocked // [sandbox] landlock = "required" cannot be met
+			rep.Status, printed = needs.Blocked, true // [sandbox] landlock = "required" cannot be met
 		}
 	}
-	if p.report {
-		out, err := encodeReport(rep)
-		if err != nil {
+	var out []byte
+	if printed {
+		if out, err = runtime.EncodeJSONIndent(rep); err != nil {
 			fmt.Fprintf(o.Stderr, "%s: preflight report: %v\n", o.Prog, err)
 			return ExitUsage, true
 		}
+		out = runtime.RedactJSON(out)
+	}
+	if p.report {
 		fmt.Fprintf(o.Stdout, "%s\n", out)
 		if rep.Status == needs.Blocked {
 			return ExitBlocked, true
@@ -116,27 +121,12 @@ func preflight(p *preflightFlags, o Options, audit *slog.Logger) (code int, done
 			return 0, false
 		}
 		audit.Error("preflight.blocked", "workflow", o.Workflow.Name, "unmet", strings.Join(unmet, ","))
-		out, err := encodeReport(rep)
-		if err != nil {
-			fmt.Fprintf(o.Stderr, "%s: preflight report: %v\n", o.Prog, err)
-			return ExitUsage, true
-		}
 		fmt.Fprintf(o.Stderr, "%s\n", out)
 		fmt.Fprintf(o.Stderr, "%s: refusing to start: unmet needs %s (see `needs`; --preflight=warn starts anyway)\n",
 			o.Prog, strings.Join(unmet, ", "))
 		return ExitBlocked, true
 	}
 	return 0, false
-}
-
-// encodeReport renders the report as printed. It is encoded only when it
-// is printed: a run that starts pays no JSON encoding for it.
-func encodeReport(rep *needs.Report) ([]byte, error) {
-	out, err := runtime.EncodeJSONIndent(rep)
-	if err != nil {
-		return nil, err
-	}
-	return runtime.RedactJSON(out), nil
 }
 
 // evaluate checks the build's needs against this machine.
