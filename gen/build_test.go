@@ -214,9 +214,10 @@ func TestPruning(t *testing.T) {
 		mcpGo   = "github.com/mark3labs/mcp-go"
 		otel    = "go.opentelemetry.io" // every OpenTelemetry module
 		grpc    = "google.golang.org/grpc"
+		schema  = "github.com/santhosh-tekuri/jsonschema/v5"
 	)
 	allcaps := deps(t, load(t, filepath.Join(repoRoot(t), "testdata", "golden", "allcaps", "workflow.toml"), false))
-	for _, want := range []string{netHTTP, llm, mcpGo, "crypto/tls", "os/exec", otel, grpc} {
+	for _, want := range []string{netHTTP, llm, mcpGo, "crypto/tls", "os/exec", otel, grpc, schema} {
 		if !linksAny(allcaps, want) {
 			t.Errorf("positive control: the all-capabilities workflow does not link %s", want)
 		}
@@ -231,14 +232,14 @@ func TestPruning(t *testing.T) {
 id = "r"
 type = "read_file"
 path_from = "trigger.path"
-`, []string{netHTTP, "crypto/tls", llm, mcpGo, "os/exec", otel, grpc}, nil},
+`, []string{netHTTP, "crypto/tls", llm, mcpGo, "os/exec", otel, grpc, schema}, nil},
 		{"http_request only", `
 [[nodes]]
 id = "get"
 type = "http_request"
 method = "GET"
 url_from = "trigger.url"
-`, []string{llm, mcpGo, otel, grpc}, []string{netHTTP}},
+`, []string{llm, mcpGo, otel, grpc, schema}, []string{netHTTP}},
 		{"a route", `
 [[start_nodes]]
 name = "hook"
@@ -253,14 +254,14 @@ start_node = "hook"
 [[nodes]]
 id = "end"
 type = "terminate"
-`, []string{llm, mcpGo, otel, grpc}, []string{netHTTP}},
+`, []string{llm, mcpGo, otel, grpc, schema}, []string{netHTTP}},
 		{"llm_infer", `
 [[nodes]]
 id = "ask"
 type = "llm_infer"
 backend = "default"
 prompt = "hi"
-`, []string{mcpGo, otel, grpc}, []string{llm}},
+`, []string{mcpGo, otel, grpc, schema}, []string{llm}},
 		{"[logging] without otel", `
 [[nodes]]
 id = "end"
