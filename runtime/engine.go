@@ -152,7 +152,9 @@ func NewExecutionID() string {
 	var b [12]byte
 	binary.LittleEndian.PutUint64(b[:8], mrand.Uint64())
 	binary.LittleEndian.PutUint32(b[8:], mrand.Uint32())
-	return hex.EncodeToString(b[:])
+	var text [2 * len(b)]byte // on the stack: the id is one allocation
+	hex.Encode(text[:], b[:])
+	return string(text[:])
 }
 
 // Run is the state of one executing workflow. Handlers reach it through
@@ -470,6 +472,8 @@ func (e *Engine) Run(ctx context.Context, p *Program, opts RunOptions) *Report {
 // run of up to smallRun nodes (a served route is often one or two), so
 // such a run allocates its state at once.
 type smallRunState struct {
+	// Not comparable: no equality function for it in every binary.
+	_ [0]func()
 	runState
 	outputs [smallRun]nodeOutput
 	entries [smallRun]TraceEntry
@@ -898,10 +902,12 @@ func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 
 	// A child's context already ends at the shared deadline: a context
 	// (and a timer) per child run would only add cost.
-	if dl, ok := ctx.Deadline(); !r.Deadline.IsZero() && (!ok || dl.After(r.Deadline)) {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, r.Deadline)
-		defer cancel()
+	if !r.Deadline.IsZero() {
+		if dl, ok := ctx.Deadline(); !ok || dl.After(r.Deadline) {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, r.Deadline)
+			defer cancel()
+		}
 	}
 	if resumeErr != nil {
 		return r.errored(resumeErr)
@@ -934,9 +940,10 @@ func (r *Run) walk(ctx context.Context, opts RunOptions, started time.Time, prev
 	for steps := 0; ; steps++ {
 		// The deadline is checked before every node, so a run never starts
 		// a node after its time is up. The first node starts at the run's
-		// start reading.
+		// start reading; a later one reads the clock only for the trace or
+		// the deadline (a map item's run often has neither).
 		now := started
-		if steps > 0 {
+		if steps > 0 && (r.trace != nil || !r.Deadline.IsZero()) {
 			now = e.nowSince(started)
 		}
 		r.finishTrace(now.Sub(*prev))
@@ -1031,9 +1038,18 @@ func (r *Run) appendTrace(pn *programNode, outcome, branch string, output any) {
 	if branch != "" {
 		b = branchLabel(pn, branch)
 	}
-	r.trace.Entries = append(r.trace.Entries, TraceEntry{
-		NodeID: pn.node.ID, Kind: pn.node.Type, Outcome: outcome, Branch: b, Output: output, ElapsedMS: -1,
-	})
+	// Field by field into the zero entry past the end, when there is
+	// room: appending a literal is built aside and copied in, a write
+	// barrier on every word while the GC marks.
+	es := r.trace.Entries
+	if len(es) == cap(es) {
+		es = append(es, TraceEntry{})
+	} else {
+		es = es[:len(es)+1]
+	}
+	e := &es[len(es)-1]
+	e.NodeID, e.Kind, e.Outcome, e.Branch, e.Output, e.ElapsedMS = pn.node.ID, pn.node.Type, outcome, b, output, -1
+	r.trace.Entries = es
 }
 
 // branchLabel is branch as a trace entry's value: the label of the

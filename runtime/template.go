@@ -36,12 +36,12 @@ func Render(tmpl string, input any, run *Run) string {
 			continue
 		}
 		if v, ok := Lookup(input, path); ok && input != nil {
-			writeString(&b, v)
+			b.WriteString(AsString(v))
 			continue
 		}
 		if run != nil {
 			if v, ok := run.Resolve(path); ok {
-				writeString(&b, v)
+				b.WriteString(AsString(v))
 				continue
 			}
 		}

@@ -515,21 +515,3 @@ func AsString(v any) string {
 	e.release()
 	return s
 }
-
-// writeString writes AsString(v) to b, a value rendered as JSON straight
-// from the encoder's buffer (templates render values on every step; a
-// string of each would be one more copy).
-func writeString(b *strings.Builder, v any) {
-	switch v.(type) {
-	case string, json.Number, bool, nil:
-		b.WriteString(AsString(v))
-		return
-	}
-	e, out, err := encodeJSON(v)
-	if err != nil {
-		b.WriteString(fmt.Sprint(v))
-		return
-	}
-	b.Write(out)
-	e.release()
-}
