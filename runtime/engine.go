@@ -574,33 +574,47 @@ func (r *Run) runChild(ctx context.Context, child *Program, start string, input 
 			Err: Errorf(ClassWorkflow, "call depth exceeds %d", MaxCallDepth)}, time.Time{}
 	}
 	kind := r.kind()
+	if start == "" {
+		start = child.DefaultStart()
+	}
+	// A worker's next child is most often the previous one's sibling, in
+	// the same memory: what they share is not written again (while the
+	// GC marks, every pointer written costs a write barrier).
 	c := &st.run
-	c.Engine = r.Engine
-	c.Program = child
+	set(&c.Engine, r.Engine)
+	set(&c.Program, child)
 	c.ExecutionID = id
-	c.StartNode = start
+	set(&c.StartNode, start)
 	c.DryRun = r.DryRun
-	c.Deadline = r.Deadline
+	set(&c.Deadline, r.Deadline)
 	c.Depth = r.Depth + 1
-	c.Counters = counters
-	c.budget = r.budget
-	c.parent = r
-	c.lazyTrigger, c.triggerKind, c.triggerInput = true, kind, input
+	set(&c.Counters, counters)
+	set(&c.budget, r.budget)
+	set(&c.parent, r)
+	c.lazyTrigger = true
+	set(&c.triggerKind, kind)
+	c.triggerInput = input
 	if trace != nil {
 		c.trace = trace
 		*trace = Trace{ExecutionID: id, Entries: newTraceEntries(len(child.order))}
 	}
 	if n := len(child.order); n <= smallChild {
-		c.outputs = st.outputs[:n]
+		if len(c.outputs) != n || n > 0 && &c.outputs[0] != &st.outputs[0] {
+			c.outputs = st.outputs[:n]
+		}
 	} else {
 		c.outputs = make([]nodeOutput, n)
-	}
-	if start == "" {
-		c.StartNode = child.DefaultStart()
 	}
 	c.begun = at
 	out := c.execute(ctx, RunOptions{Start: start})
 	return out, c.ended
+}
+
+// set stores v in *dst unless it holds v already.
+func set[T comparable](dst *T, v T) {
+	if *dst != v {
+		*dst = v
+	}
 }
 
 // ChildJob is one child run for RunChildren.
