@@ -54,19 +54,18 @@ type sinkOut struct {
 	armed bool
 
 	// Group commit: queue holds the lines of batch next, not yet written.
-	// While writing, one caller writes a batch with mu released; the
-	// others wait on written (its L is &mu), which is broadcast after
-	// each Write returns.
+	// While writing is set, one caller writes it with mu released; the
+	// others wait for its done.
 	queue   []byte
 	next    *batch
-	writing bool
-	written sync.Cond
+	writing *batch
 	spare   []byte // the last written queue's buffer, reused
 }
 
-// batch is the lines of one Write; its callers read err once done.
+// batch is the lines of one Write: done is closed when the Write has
+// returned, with its error in err.
 type batch struct {
-	done bool
+	done chan struct{}
 	err  error
 }
 
@@ -83,9 +82,7 @@ type lineBuf struct {
 func (lb *lineBuf) release() { lb.pool.Put(lb) }
 
 func newLineSink(w io.Writer, level slog.Leveler, format func(io.Writer) slog.Handler) *lineSink {
-	o := &sinkOut{w: w, held: map[string]*lineBuf{}}
-	o.written.L = &o.mu
-	return newDerivedSink(o, level, format)
+	return newDerivedSink(&sinkOut{w: w, held: map[string]*lineBuf{}}, level, format)
 }
 
 func newDerivedSink(out *sinkOut, level slog.Leveler, format func(io.Writer) slog.Handler) *lineSink {
@@ -130,31 +127,26 @@ func (s *lineSink) Handle(ctx context.Context, r slog.Record) error {
 	o := s.out
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	var b *batch
 	if h := o.held[id]; h != nil && id != "" {
 		delete(o.held, id)
-		o.enqueue(h.buf.Bytes())
-		h.release()
-		b = o.enqueue(lb.buf.Bytes())
+		o.enqueue(h)
 	} else if id != "" && r.Message == "workflow.started" && !o.closed {
 		lb.at = time.Now()
 		o.held[id] = lb
 		o.arm(heldFor)
 		return nil
-	} else {
-		b = o.enqueue(lb.buf.Bytes())
 	}
-	lb.release()
-	return o.await(b)
+	return o.await(o.enqueue(lb))
 }
 
-// enqueue adds p to the next Write and returns that Write's batch. Called
-// with mu held; p is copied.
-func (o *sinkOut) enqueue(p []byte) *batch {
+// enqueue adds lb's line to the next Write, releases lb and returns that
+// Write's batch. Called with mu held.
+func (o *sinkOut) enqueue(lb *lineBuf) *batch {
 	if o.next == nil {
-		o.next = &batch{}
+		o.next = &batch{done: make(chan struct{})}
 	}
-	o.queue = append(o.queue, p...)
+	o.queue = append(o.queue, lb.buf.Bytes()...)
+	lb.release()
 	return o.next
 }
 
@@ -164,14 +156,20 @@ func (o *sinkOut) enqueue(p []byte) *batch {
 // looks again. Called with mu held, which it releases while it waits or
 // writes.
 func (o *sinkOut) await(b *batch) error {
-	for !b.done {
-		if o.writing {
-			o.written.Wait()
+	for {
+		select {
+		case <-b.done:
+			return b.err
+		default:
+		}
+		if w := o.writing; w != nil {
+			o.mu.Unlock()
+			<-w.done
+			o.mu.Lock()
 			continue
 		}
 		o.writeQueue()
 	}
-	return b.err
 }
 
 // writeQueue writes the queued lines in one Write, with mu released so
@@ -179,19 +177,15 @@ func (o *sinkOut) await(b *batch) error {
 func (o *sinkOut) writeQueue() {
 	b, buf := o.next, o.queue
 	o.next, o.queue, o.spare = nil, o.spare[:0], nil
-	o.writing = true
+	o.writing = b
 	o.mu.Unlock()
-	var err error
-	defer func() { // a panicking writer must not leave the others waiting
-		o.mu.Lock()
-		o.writing = false
-		b.done, b.err = true, err
-		if cap(buf) <= maxSpare {
-			o.spare = buf
-		}
-		o.written.Broadcast()
-	}()
-	_, err = o.w.Write(buf)
+	_, b.err = o.w.Write(buf)
+	o.mu.Lock()
+	o.writing = nil
+	if cap(buf) <= maxSpare {
+		o.spare = buf
+	}
+	close(b.done)
 }
 
 // arm starts the timer unless it is running. Called with mu held.
@@ -222,8 +216,7 @@ func runOf(r *slog.Record) string {
 }
 
 // writeDue writes the lines held for heldFor or longer, and rearms the
-// timer for the next one due. Lines of different runs are not ordered
-// among themselves (each carries its time).
+// timer for the next one due.
 func (o *sinkOut) writeDue() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -231,24 +224,31 @@ func (o *sinkOut) writeDue() {
 	if o.closed {
 		return
 	}
+	if next, _ := o.writeHeld(false); len(o.held) > 0 {
+		o.arm(next)
+	}
+}
+
+// writeHeld writes the lines held for heldFor or longer (all of them when
+// all is set) and returns how long until the next one is due. Lines of
+// different runs are not ordered among themselves (each carries its
+// time). Called with mu held.
+func (o *sinkOut) writeHeld(all bool) (time.Duration, error) {
 	now := time.Now()
 	next := heldFor
 	var b *batch
 	for id, h := range o.held {
-		if wait := heldFor - now.Sub(h.at); wait > 0 {
+		if wait := heldFor - now.Sub(h.at); wait > 0 && !all {
 			next = min(next, wait)
 			continue
 		}
 		delete(o.held, id)
-		b = o.enqueue(h.buf.Bytes())
-		h.release()
+		b = o.enqueue(h)
 	}
-	if len(o.held) > 0 {
-		o.arm(next)
+	if b == nil {
+		return next, nil
 	}
-	if b != nil {
-		_ = o.await(b)
-	}
+	return next, o.await(b)
 }
 
 // Close writes every line still held; later started lines are written at
@@ -261,14 +261,6 @@ func (s *lineSink) Close() error {
 	if o.timer != nil {
 		o.timer.Stop()
 	}
-	var b *batch
-	for id, h := range o.held {
-		delete(o.held, id)
-		b = o.enqueue(h.buf.Bytes())
-		h.release()
-	}
-	if b == nil {
-		return nil
-	}
-	return o.await(b)
+	_, err := o.writeHeld(true)
+	return err
 }
