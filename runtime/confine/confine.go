@@ -160,25 +160,21 @@ func Wanted(wf *workflow.Workflow) (bool, string) {
 	return true, ""
 }
 
-// mode is the workflow's [sandbox] landlock setting, best_effort by default.
-func mode(wf *workflow.Workflow) string {
-	if sb := wf.Sandbox; sb != nil && sb.Landlock != "" {
-		return sb.Landlock
-	}
-	return "best_effort"
-}
-
 // MayRefuse reports whether Plan or Apply can refuse req: only a workflow
 // that requires confinement ([sandbox] landlock = "required") is refused,
 // so the preflight plans the others only when it prints its report.
 func MayRefuse(req Request) bool {
-	return mode(req.Workflow) == required
+	sb := req.Workflow.Sandbox
+	return sb != nil && sb.Landlock == required
 }
 
 // skip returns the report of a process that is not confined, or nil when
 // the implementation decides.
 func skip(req Request, s *Sandbox) *Report {
-	mode := mode(req.Workflow)
+	mode := "best_effort"
+	if sb := req.Workflow.Sandbox; sb != nil && sb.Landlock != "" {
+		mode = sb.Landlock
+	}
 	if ok, why := Wanted(req.Workflow); !ok {
 		return unconfined(mode, why)
 	}
