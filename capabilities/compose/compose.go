@@ -63,14 +63,14 @@ func resolveChild(p *runtime.Program, path, start string) (target, error) {
 
 // childValue is the {result} / {error} object of one child run. A child
 // engine error (errored) is returned as err instead: it aborts the parent.
-func childValue(c *runtime.Call, t target, out *runtime.Outcome) (map[string]any, bool, error) {
+func childValue(c *runtime.Call, path string, out *runtime.Outcome) (map[string]any, bool, error) {
 	switch out.Status {
 	case runtime.StatusCompleted:
 		return map[string]any{"result": out.FinalValue}, true, nil
 	case runtime.StatusFailed:
 		return map[string]any{"error": out.Reason}, false, nil
 	case runtime.StatusTimedOut:
-		return map[string]any{"error": fmt.Sprintf("child workflow %s timed out after %d ms", t.path, out.ElapsedMS)}, false, nil
+		return map[string]any{"error": fmt.Sprintf("child workflow %s timed out after %d ms", path, out.ElapsedMS)}, false, nil
 	}
 	// Keep the child's class (budget, capability, ...) except policy: the
 	// child already counted and audited its denial, and the engine would
@@ -81,7 +81,7 @@ func childValue(c *runtime.Call, t target, out *runtime.Outcome) (map[string]any
 	}
 	// The cause is not wrapped: the engine would unwrap a policy denial
 	// from it and count it a second time.
-	e := c.Errorf(class, "child workflow %s: %s", t.path, out.Reason)
+	e := c.Errorf(class, "child workflow %s: %s", path, out.Reason)
 	if out.Err != nil {
 		e.Target = out.Err.Target
 	}
@@ -104,7 +104,7 @@ func prepareCall(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error)
 		if out.Status == "" { // the run ended before the child started
 			return runtime.Result{}, c.Errorf(runtime.ClassTimeout, "run deadline reached before child workflow %s started", t.path)
 		}
-		v, ok, err := childValue(c, t, &out)
+		v, ok, err := childValue(c, t.path, &out)
 		if err != nil {
 			return runtime.Result{}, err
 		}
@@ -140,11 +140,11 @@ func prepareParallel(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, er
 	}
 	return func(ctx context.Context, c *runtime.Call) (runtime.Result, error) {
 		// Inputs are resolved before any goroutine starts.
-		jobs := make([]job, len(targets))
+		jobs := make([]runtime.ChildJob, len(targets))
 		for i, t := range targets {
-			jobs[i] = job{t: t, input: inputOf(c, c.Node.Branches[i].InputFrom)}
+			jobs[i] = runtime.ChildJob{Program: t.prog, Start: t.start, Input: inputOf(c, c.Node.Branches[i].InputFrom)}
 		}
-		return fanOut(ctx, c, jobs, len(jobs))
+		return fanOut(ctx, c, jobs, func(i int) string { return targets[i].path }, len(jobs))
 	}, nil
 }
 
@@ -177,30 +177,22 @@ func prepareMap(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) 
 				"%d items exceed max_items = %d; raise max_items deliberately or shrink the input (map never truncates)",
 				len(items), maxItems)
 		}
-		jobs := make([]job, len(items))
+		jobs := make([]runtime.ChildJob, len(items))
 		for i, it := range items {
-			jobs[i] = job{t: t, input: it}
+			jobs[i] = runtime.ChildJob{Program: t.prog, Start: t.start, Input: it}
 		}
-		return fanOut(ctx, c, jobs, wave)
+		return fanOut(ctx, c, jobs, func(int) string { return t.path }, wave)
 	}, nil
-}
-
-type job struct {
-	t     target
-	input any
 }
 
 // fanOut runs jobs on at most wave goroutines at once (Run.RunChildren)
 // and joins the results in job order: {results:[{result}|{error}], ok},
 // branch "error" when any child did not complete. A child engine error
 // stops further children from starting; the first one in job order aborts
-// the parent once the running children have finished.
-func fanOut(ctx context.Context, c *runtime.Call, jobs []job, wave int) (runtime.Result, error) {
-	runs := make([]runtime.ChildJob, len(jobs))
-	for i, j := range jobs {
-		runs[i] = runtime.ChildJob{Program: j.t.prog, Start: j.t.start, Input: j.input}
-	}
-	outs := c.Run.RunChildren(ctx, runs, wave)
+// the parent once the running children have finished. path(i) is the
+// workflow path of job i, for messages.
+func fanOut(ctx context.Context, c *runtime.Call, jobs []runtime.ChildJob, path func(int) string, wave int) (runtime.Result, error) {
+	outs := c.Run.RunChildren(ctx, jobs, wave)
 	if err := deadline(ctx, c); err != nil {
 		started := 0
 		for _, o := range outs {
@@ -222,7 +214,7 @@ func fanOut(ctx context.Context, c *runtime.Call, jobs []job, wave int) (runtime
 		if out.Status == "" {
 			return runtime.Result{}, c.Errorf(runtime.ClassTimeout, "run deadline reached after %d of %d children", i, len(jobs))
 		}
-		v, ok, err := childValue(c, jobs[i].t, out)
+		v, ok, err := childValue(c, path(i), out)
 		if err != nil {
 			return runtime.Result{}, err
 		}
