@@ -10,9 +10,7 @@
 package cli
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -570,19 +568,11 @@ func runOnce(ctx context.Context, h *runtime.Host, s *settings, o Options, fail 
 
 // finish prints a run's outcome, writes --record and returns the exit code.
 func finish(rep *runtime.Report, s *settings, o Options, fail func(int, string, ...any) int) int {
-	// runtime.EncodeJSONIndent(rep.Outcome), without encoding/json's
-	// reflection on *Outcome to find its MarshalJSON: about 0.1 ms of
-	// every one-shot run (its caches are built on first use).
-	// TestOutcomePrinted keeps the bytes equal.
-	compact, err := rep.Outcome.MarshalJSON()
-	var out bytes.Buffer
-	if err == nil {
-		err = json.Indent(&out, compact, "", "  ")
-	}
+	out, err := runtime.EncodeJSONIndent(rep.Outcome)
 	if err != nil {
 		return fail(ExitFailed, "encode outcome: %v", err)
 	}
-	fmt.Fprintf(o.Stdout, "%s\n", runtime.RedactJSON(out.Bytes()))
+	fmt.Fprintf(o.Stdout, "%s\n", runtime.RedactJSON(out))
 	if rep.Outcome.Status == runtime.StatusErrored {
 		fmt.Fprintf(o.Stderr, "%s: %s\n", o.Prog, runtime.Redact(rep.Outcome.Reason))
 	}
