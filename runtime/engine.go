@@ -113,6 +113,15 @@ func (e *Engine) nowSince(base time.Time) time.Time {
 	return base.Add(time.Since(base))
 }
 
+// since is the time elapsed since base, on the monotonic clock (or on
+// the test's, when Now is injected).
+func (e *Engine) since(base time.Time) time.Duration {
+	if e.Now != nil {
+		return e.Now().Sub(base)
+	}
+	return time.Since(base)
+}
+
 func (e *Engine) sleep(ctx context.Context, d time.Duration) error {
 	if e.Sleep != nil {
 		return e.Sleep(ctx, d)
@@ -187,7 +196,10 @@ type Run struct {
 	// completion is the outcome of a completed run, allocated with it.
 	completion Outcome
 
-	mu      sync.RWMutex
+	// mu guards outputs: a run writes them once a step and reads them
+	// on every context lookup, its own goroutine nearly always (a plain
+	// mutex costs half the atomics of a read-write one).
+	mu      sync.Mutex
 	outputs []nodeOutput   // by programNode.pos
 	trigger map[string]any // see Trigger; nil in a child until asked for
 	// A child's trigger is MakeTrigger(triggerKind, triggerInput), built
@@ -235,13 +247,13 @@ func (r *Run) Resolve(path string) (any, bool) {
 	if head == "trigger" {
 		return r.resolveTrigger(rest)
 	}
-	r.mu.RLock()
+	r.mu.Lock()
 	var root any
 	var ok bool
 	if pn, found := r.Program.nodes[head]; found {
 		root, ok = r.outputs[pn.pos].value, r.outputs[pn.pos].set
 	}
-	r.mu.RUnlock()
+	r.mu.Unlock()
 	if !ok {
 		return nil, false
 	}
@@ -303,8 +315,8 @@ func (r *Run) kind() string {
 
 // Outputs returns a copy of the node outputs so far.
 func (r *Run) Outputs() map[string]any {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	out := make(map[string]any, len(r.outputs))
 	for i, o := range r.outputs {
 		if o.set {
@@ -869,10 +881,10 @@ func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 	if started.IsZero() {
 		started = e.now()
 	}
-	// prev is the clock reading before the current node: one reading per
-	// step serves both the deadline check and the previous node's elapsed
-	// time in the trace.
-	prev := started
+	// prev is when the current node started, as time since started: one
+	// clock reading per step serves both the deadline check and the
+	// previous node's elapsed time in the trace.
+	var prev time.Duration
 	r.Counters.WorkflowStarts.Add(1)
 	// A resumed run takes its start node and trigger from the checkpoint
 	// before it is observed and audited, so its span and started event
@@ -893,7 +905,7 @@ func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 	defer func() {
 		end := e.nowSince(started)
 		r.ended = end
-		r.finishTrace(end.Sub(prev))
+		r.finishTrace(end.Sub(started) - prev)
 		if out.Status != StatusTimedOut {
 			out.ElapsedMS = end.Sub(started).Milliseconds()
 		}
@@ -934,8 +946,8 @@ func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 // stack frame is gone by the time execute's deferred work logs the end of
 // the run (audit records are big and slog's calls deep; a request's stack
 // that stays small is not grown and shrunk again around every GC).
-// *prev is the clock reading before the current node.
-func (r *Run) walk(ctx context.Context, opts RunOptions, started time.Time, prev *time.Time) *Outcome {
+// *prev is when the current node started, as time since started.
+func (r *Run) walk(ctx context.Context, opts RunOptions, started time.Time, prev *time.Duration) *Outcome {
 	e := r.Engine
 	var cur string
 	var pn *programNode
@@ -951,18 +963,22 @@ func (r *Run) walk(ctx context.Context, opts RunOptions, started time.Time, prev
 		cur = entry
 	}
 
+	// Time is kept as durations since started: a step's arithmetic on
+	// them is a subtraction, not time.Time's.
+	hasDeadline := !r.Deadline.IsZero()
+	deadline := r.Deadline.Sub(started)
 	for steps := 0; ; steps++ {
 		// The deadline is checked before every node, so a run never starts
 		// a node after its time is up. The first node starts at the run's
 		// start reading; a later one reads the clock only for the trace or
 		// the deadline (a map item's run often has neither).
-		now := started
-		if steps > 0 && (r.trace != nil || !r.Deadline.IsZero()) {
-			now = e.nowSince(started)
+		var at time.Duration
+		if steps > 0 && (r.trace != nil || hasDeadline) {
+			at = e.since(started)
 		}
-		r.finishTrace(now.Sub(*prev))
-		*prev = now
-		if !r.Deadline.IsZero() && !now.Before(r.Deadline) {
+		r.finishTrace(at - *prev)
+		*prev = at
+		if hasDeadline && at >= deadline {
 			return r.timedOut(started)
 		}
 		if steps >= MaxSteps {
