@@ -13,10 +13,6 @@ import (
 // run's next line before it is written on its own.
 const heldFor = 100 * time.Millisecond
 
-// maxSpare bounds the queue buffer kept between writes (a burst of lines
-// may grow it; a larger one is left to the collector).
-const maxSpare = 64 << 10
-
 // lineSink is the audit logger's last handler. It formats each record
 // with slog's text or JSON handler into a buffer of its own (so the bytes
 // are exactly slog's) and writes the line with one Write. A run's
@@ -25,12 +21,6 @@ const maxSpare = 64 << 10
 // one write(2) instead of two, and its lines are still written before the
 // run returns, so before its reply is sent. A held line waits at most
 // heldFor, and Close writes any still held.
-//
-// Writes are group commits: the lines of runs that end while a Write is
-// in progress are queued, and the first of them to find no Write in
-// progress writes the whole queue in one Write. Every caller returns only
-// once the Write that carried its lines has returned, so the promise
-// above holds for each of them; many concurrent runs cost few write(2)s.
 type lineSink struct {
 	out    *sinkOut
 	level  slog.Leveler
@@ -39,11 +29,11 @@ type lineSink struct {
 }
 
 // sinkOut is what every sink derived with WithAttrs/WithGroup shares: the
-// writer, the lines held back and the lines queued for the next Write.
+// writer, and the lines held back.
 type sinkOut struct {
-	// mu guards every field. Taking a held line and queueing it happen
-	// under it, and the queue is written in order, one Write at a time,
-	// so a run's held line is never written after the run's next line.
+	// mu serialises the writes (as slog's own handlers do), and taking a
+	// held line and writing it happen under it, so a run's held line is
+	// never written after the run's next line.
 	mu     sync.Mutex
 	w      io.Writer
 	held   map[string]*lineBuf // by execution_id
@@ -52,21 +42,6 @@ type sinkOut struct {
 	// cheaper than a timer per run.
 	timer *time.Timer
 	armed bool
-
-	// Group commit: queue holds the lines of batch next, not yet written.
-	// While writing is set, one caller writes it with mu released; the
-	// others wait for its done.
-	queue   []byte
-	next    *batch
-	writing *batch
-	spare   []byte // the last written queue's buffer, reused
-}
-
-// batch is the lines of one Write: done is closed when the Write has
-// returned, with its error in err.
-type batch struct {
-	done chan struct{}
-	err  error
 }
 
 // lineBuf is one formatter writing into its own buffer. A held line stays
@@ -127,65 +102,22 @@ func (s *lineSink) Handle(ctx context.Context, r slog.Record) error {
 	o := s.out
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	out := lb
 	if h := o.held[id]; h != nil && id != "" {
 		delete(o.held, id)
-		o.enqueue(h)
-	} else if id != "" && r.Message == "workflow.started" && !o.closed {
-		lb.at = time.Now()
-		o.held[id] = lb
+		h.buf.Write(lb.buf.Bytes())
+		lb.release()
+		out = h
+	}
+	if id != "" && r.Message == "workflow.started" && !o.closed {
+		out.at = time.Now()
+		o.held[id] = out
 		o.arm(heldFor)
 		return nil
 	}
-	return o.await(o.enqueue(lb))
-}
-
-// enqueue adds lb's line to the next Write, releases lb and returns that
-// Write's batch. Called with mu held.
-func (o *sinkOut) enqueue(lb *lineBuf) *batch {
-	if o.next == nil {
-		o.next = &batch{done: make(chan struct{})}
-	}
-	o.queue = append(o.queue, lb.buf.Bytes()...)
-	lb.release()
-	return o.next
-}
-
-// await returns once b is written, with the error of its Write. When no
-// Write is in progress the caller writes the queue itself (b's lines and
-// any queued after them); else it waits for the Write in progress, then
-// looks again. Called with mu held, which it releases while it waits or
-// writes.
-func (o *sinkOut) await(b *batch) error {
-	for {
-		select {
-		case <-b.done:
-			return b.err
-		default:
-		}
-		if w := o.writing; w != nil {
-			o.mu.Unlock()
-			<-w.done
-			o.mu.Lock()
-			continue
-		}
-		o.writeQueue()
-	}
-}
-
-// writeQueue writes the queued lines in one Write, with mu released so
-// that other runs' lines can queue meanwhile. Called with mu held.
-func (o *sinkOut) writeQueue() {
-	b, buf := o.next, o.queue
-	o.next, o.queue, o.spare = nil, o.spare[:0], nil
-	o.writing = b
-	o.mu.Unlock()
-	_, b.err = o.w.Write(buf)
-	o.mu.Lock()
-	o.writing = nil
-	if cap(buf) <= maxSpare {
-		o.spare = buf
-	}
-	close(b.done)
+	_, err := o.w.Write(out.buf.Bytes())
+	out.release()
+	return err
 }
 
 // arm starts the timer unless it is running. Called with mu held.
@@ -216,7 +148,8 @@ func runOf(r *slog.Record) string {
 }
 
 // writeDue writes the lines held for heldFor or longer, and rearms the
-// timer for the next one due.
+// timer for the next one due. Lines of different runs are not ordered
+// among themselves (each carries its time).
 func (o *sinkOut) writeDue() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -224,31 +157,20 @@ func (o *sinkOut) writeDue() {
 	if o.closed {
 		return
 	}
-	if next, _ := o.writeHeld(false); len(o.held) > 0 {
-		o.arm(next)
-	}
-}
-
-// writeHeld writes the lines held for heldFor or longer (all of them when
-// all is set) and returns how long until the next one is due. Lines of
-// different runs are not ordered among themselves (each carries its
-// time). Called with mu held.
-func (o *sinkOut) writeHeld(all bool) (time.Duration, error) {
 	now := time.Now()
 	next := heldFor
-	var b *batch
 	for id, h := range o.held {
-		if wait := heldFor - now.Sub(h.at); wait > 0 && !all {
+		if wait := heldFor - now.Sub(h.at); wait > 0 {
 			next = min(next, wait)
 			continue
 		}
 		delete(o.held, id)
-		b = o.enqueue(h)
+		_, _ = o.w.Write(h.buf.Bytes())
+		h.release()
 	}
-	if b == nil {
-		return next, nil
+	if len(o.held) > 0 {
+		o.arm(next)
 	}
-	return next, o.await(b)
 }
 
 // Close writes every line still held; later started lines are written at
@@ -261,6 +183,13 @@ func (s *lineSink) Close() error {
 	if o.timer != nil {
 		o.timer.Stop()
 	}
-	_, err := o.writeHeld(true)
-	return err
+	var first error
+	for id, h := range o.held {
+		delete(o.held, id)
+		if _, err := o.w.Write(h.buf.Bytes()); err != nil && first == nil {
+			first = err
+		}
+		h.release()
+	}
+	return first
 }
