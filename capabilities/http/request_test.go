@@ -69,3 +69,28 @@ func TestRouteHeadersRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestContractEmpty: a request without a query string on a route
+// that lists no headers still gives its run trigger.query and
+// trigger.headers as empty objects (one shared empty map), and a body's
+// fields of those names do not replace them.
+func TestRequestContractEmpty(t *testing.T) {
+	ts := start(t, wf("echo", ""), setup{})
+	for range 2 {
+		r := ts.do(t, "POST", "/hook", `{"query":{"page":"spoof"},"headers":{"x-a":"spoof"}}`,
+			"Content-Type", "application/json", "X-A", "not-listed").expect(t, 200)
+		var out struct {
+			FinalValue struct {
+				Trigger map[string]any `json:"trigger"`
+			} `json:"final_value"`
+		}
+		if err := json.Unmarshal([]byte(r.body), &out); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"query", "headers"} {
+			if got, _ := json.Marshal(out.FinalValue.Trigger[k]); string(got) != `{}` {
+				t.Errorf("trigger.%s = %s, want {}", k, got)
+			}
+		}
+	}
+}
