@@ -296,22 +296,21 @@ func (e *emitter) workflowFile() error {
 // left out of any build of the generated package, with or without tags.
 func (e *emitter) capabilitiesFile() error {
 	f := e.newFile()
-	kinds := map[string][]string{} // family package -> kinds used
+	kinds := map[string][]string{} // family id -> kinds used
 	for _, k := range e.usedKinds() {
 		id, _ := catalog.FamilyOfKind(k)
-		for _, fam := range e.plan.Manifest.Families {
-			if fam.ID == id { // a kind of a family the plan left out is unprovided
-				kinds[fam.Package] = append(kinds[fam.Package], k)
-			}
-		}
+		kinds[id] = append(kinds[id], k)
 	}
 	var register []jen.Code
-	for _, fam := range e.plan.Manifest.Families {
-		if len(kinds[fam.Package]) == 0 {
+	for _, fam := range e.plan.Manifest.Families { // a kind of a family the plan left out is unprovided
+		if len(kinds[fam.ID]) == 0 {
 			f.Anon(fam.Package)
 		}
-		for _, k := range kinds[fam.Package] {
-			register = append(register, jen.Qual(runtimePkg, "RegisterNode").Call(jen.Qual(fam.Package, kindVar(k))))
+		cat, _ := catalog.Lookup(fam.ID)
+		for _, k := range kinds[fam.ID] {
+			// A kind in a package of its own (catalog KindPackages) is
+			// imported from there, so only programs using it link it.
+			register = append(register, jen.Qual(runtimePkg, "RegisterNode").Call(jen.Qual(cat.KindPackage(k), kindVar(k))))
 		}
 	}
 	if len(register) > 0 {

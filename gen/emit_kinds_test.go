@@ -14,18 +14,17 @@ import (
 
 // TestKindVars: for every node kind of the catalog, its family package
 // declares the runtime.NodeKind variable capabilities_gen.go registers
-// (kindVar), and that variable is the handler of exactly that kind; every
-// family with node kinds has the func RegisterKinds() capabilities/all
-// calls.
+// (kindVar) in the package the catalog names for it (its family's, or its
+// own from KindPackages), and that variable is the handler of exactly that
+// kind; every such package has the func RegisterKinds() capabilities/all
+// calls and registers nothing from init.
 func TestKindVars(t *testing.T) {
 	if got := kindVar("read_mcp_resource"); got != "KindReadMCPResource" {
 		t.Errorf("kindVar(read_mcp_resource) = %s", got)
 	}
 	var paths []string
 	for _, f := range catalog.Families {
-		if len(f.NodeKinds) > 0 {
-			paths = append(paths, f.Package)
-		}
+		paths = append(paths, f.KindPackageList()...)
 	}
 	cfg := &packages.Config{
 		Mode: packages.NeedName | packages.NeedTypes | packages.NeedSyntax | packages.NeedTypesInfo,
@@ -43,25 +42,26 @@ func TestKindVars(t *testing.T) {
 		byPath[p.PkgPath] = p
 	}
 	for _, f := range catalog.Families {
-		pkg := byPath[f.Package]
-		if len(f.NodeKinds) > 0 {
+		for _, path := range f.KindPackageList() {
+			pkg := byPath[path]
 			fn, ok := pkg.Types.Scope().Lookup("RegisterKinds").(*types.Func)
 			if !ok || fn.Type().String() != "func()" {
-				t.Errorf("%s: no func RegisterKinds()", f.Package)
+				t.Errorf("%s: no func RegisterKinds()", path)
 			}
 			if call := registersFromInit(pkg); call != "" {
-				t.Errorf("%s: init calls %s: a family registers no node kind itself, or every build links all its kinds", f.Package, call)
+				t.Errorf("%s: init calls %s: a family registers no node kind itself, or every build links all its kinds", path, call)
 			}
 		}
 		for _, kind := range f.NodeKinds {
+			pkg := byPath[f.KindPackage(kind)]
 			name := kindVar(kind)
 			obj, ok := pkg.Types.Scope().Lookup(name).(*types.Var)
 			if !ok || obj.Type().String() != runtimePkg+".NodeKind" {
-				t.Errorf("%s: no variable %s of type runtime.NodeKind for node kind %q", f.Package, name, kind)
+				t.Errorf("%s: no variable %s of type runtime.NodeKind for node kind %q", f.KindPackage(kind), name, kind)
 				continue
 			}
 			if got := kindField(pkg, obj); got != kind {
-				t.Errorf("%s.%s has Kind %q, want %q", f.Package, name, got, kind)
+				t.Errorf("%s.%s has Kind %q, want %q", f.KindPackage(kind), name, got, kind)
 			}
 		}
 	}

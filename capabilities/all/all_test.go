@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"go/format"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,7 +17,8 @@ import (
 var update = flag.Bool("update", false, "rewrite the per-family files from the catalog")
 
 // familyFile is the source of the file that links family f and
-// registers all its node kinds (families register none from init).
+// registers all its node kinds, from the family package and from its kind
+// packages (families register none from init).
 func familyFile(f catalog.Family) []byte {
 	src := fmt.Sprintf(`// Code generated from capabilities/catalog by TestFilesMatchCatalog; DO NOT EDIT.
 
@@ -27,16 +29,29 @@ package all
 import _ %q
 `, catalog.TagCustom, f.Tag, f.Package)
 	if len(f.NodeKinds) > 0 {
+		// Every package declaring kinds of f (its own, and those of
+		// KindPackages) registers them.
+		var imports, calls string
+		for _, p := range f.KindPackageList() {
+			name := f.ID
+			if p != f.Package {
+				name = path.Base(p)
+			}
+			imports += fmt.Sprintf("%s %q\n", name, p)
+			calls += name + ".RegisterKinds()\n"
+		}
 		src = fmt.Sprintf(`// Code generated from capabilities/catalog by TestFilesMatchCatalog; DO NOT EDIT.
 
 //go:build !%s || %s
 
 package all
 
-import %s %q
+import (
+%s)
 
-func init() { %s.RegisterKinds() }
-`, catalog.TagCustom, f.Tag, f.ID, f.Package, f.ID)
+func init() {
+%s}
+`, catalog.TagCustom, f.Tag, imports, calls)
 	}
 	out, err := format.Source([]byte(src))
 	if err != nil {

@@ -4,6 +4,10 @@
 
 package all
 
-import compose "github.com/kilnworks/kiln/capabilities/compose"
+import (
+	compose "github.com/kilnworks/kiln/capabilities/compose"
+)
 
-func init() { compose.RegisterKinds() }
+func init() {
+	compose.RegisterKinds()
+}

@@ -4,6 +4,10 @@
 
 package all
 
-import control "github.com/kilnworks/kiln/capabilities/control"
+import (
+	control "github.com/kilnworks/kiln/capabilities/control"
+)
 
-func init() { control.RegisterKinds() }
+func init() {
+	control.RegisterKinds()
+}

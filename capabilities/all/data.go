@@ -4,6 +4,12 @@
 
 package all
 
-import data "github.com/kilnworks/kiln/capabilities/data"
+import (
+	data "github.com/kilnworks/kiln/capabilities/data"
+	parsejson "github.com/kilnworks/kiln/capabilities/data/parsejson"
+)
 
-func init() { data.RegisterKinds() }
+func init() {
+	data.RegisterKinds()
+	parsejson.RegisterKinds()
+}

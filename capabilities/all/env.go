@@ -4,6 +4,10 @@
 
 package all
 
-import env "github.com/kilnworks/kiln/capabilities/env"
+import (
+	env "github.com/kilnworks/kiln/capabilities/env"
+)
 
-func init() { env.RegisterKinds() }
+func init() {
+	env.RegisterKinds()
+}

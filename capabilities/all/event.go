@@ -4,6 +4,10 @@
 
 package all
 
-import event "github.com/kilnworks/kiln/capabilities/event"
+import (
+	event "github.com/kilnworks/kiln/capabilities/event"
+)
 
-func init() { event.RegisterKinds() }
+func init() {
+	event.RegisterKinds()
+}

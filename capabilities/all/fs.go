@@ -4,6 +4,10 @@
 
 package all
 
-import fs "github.com/kilnworks/kiln/capabilities/fs"
+import (
+	fs "github.com/kilnworks/kiln/capabilities/fs"
+)
 
-func init() { fs.RegisterKinds() }
+func init() {
+	fs.RegisterKinds()
+}

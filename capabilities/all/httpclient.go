@@ -4,6 +4,10 @@
 
 package all
 
-import httpclient "github.com/kilnworks/kiln/capabilities/httpclient"
+import (
+	httpclient "github.com/kilnworks/kiln/capabilities/httpclient"
+)
 
-func init() { httpclient.RegisterKinds() }
+func init() {
+	httpclient.RegisterKinds()
+}

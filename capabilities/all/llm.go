@@ -4,6 +4,10 @@
 
 package all
 
-import llm "github.com/kilnworks/kiln/capabilities/llm"
+import (
+	llm "github.com/kilnworks/kiln/capabilities/llm"
+)
 
-func init() { llm.RegisterKinds() }
+func init() {
+	llm.RegisterKinds()
+}

@@ -4,6 +4,10 @@
 
 package all
 
-import mcp "github.com/kilnworks/kiln/capabilities/mcp"
+import (
+	mcp "github.com/kilnworks/kiln/capabilities/mcp"
+)
 
-func init() { mcp.RegisterKinds() }
+func init() {
+	mcp.RegisterKinds()
+}

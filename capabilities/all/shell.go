@@ -4,6 +4,10 @@
 
 package all
 
-import shell "github.com/kilnworks/kiln/capabilities/shell"
+import (
+	shell "github.com/kilnworks/kiln/capabilities/shell"
+)
 
-func init() { shell.RegisterKinds() }
+func init() {
+	shell.RegisterKinds()
+}

@@ -11,6 +11,7 @@ package catalog
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -34,9 +35,14 @@ type Family struct {
 	Tag         string   // build tag kiln_<id>
 	Description string   // one line
 	NodeKinds   []string // [[nodes]] types
-	Triggers    []string // [[triggers]] types
-	AuthKinds   []string // http_routes auth kinds
-	Keys        []string // requires_capabilities keys it provides
+	// KindPackages maps a node kind to the package that declares it when
+	// that is not Package: a kind whose code would weigh on every binary
+	// linking the family (a large dependency) lives in its own package,
+	// which only binaries whose workflow uses that kind import.
+	KindPackages map[string]string
+	Triggers     []string // [[triggers]] types
+	AuthKinds    []string // http_routes auth kinds
+	Keys         []string // requires_capabilities keys it provides
 	// Always marks a family every sealed binary links (the control flow
 	// kinds every workflow may use).
 	Always bool
@@ -72,7 +78,10 @@ var Families = []Family{
 		ID: "data", Package: PackagePrefix + "data", Tag: "kiln_data",
 		Description: "pure JSON transforms: parse, select, render templates, diff",
 		NodeKinds:   []string{"parse_json", "json_select", "template_render", "diff_compute"},
-		Keys:        []string{"data.diff", "data.json", "data.template"},
+		// parse_json's decoder (jsontext) would add its package
+		// initialisation to every binary rendering a template.
+		KindPackages: map[string]string{"parse_json": PackagePrefix + "data/parsejson"},
+		Keys:         []string{"data.diff", "data.json", "data.template"},
 	},
 	{
 		ID: "fs", Package: PackagePrefix + "fs", Tag: "kiln_fs",
@@ -229,6 +238,36 @@ func Lookup(id string) (Family, bool) {
 		return Family{}, false
 	}
 	return *f, true
+}
+
+// KindPackage returns the import path of the package declaring node kind
+// k of family f: its own package if KindPackages names one, else the
+// family's.
+func (f Family) KindPackage(k string) string {
+	if p, ok := f.KindPackages[k]; ok {
+		return p
+	}
+	return f.Package
+}
+
+// KindPackageList returns every package declaring a node kind of f: the
+// family's first if any kind stays there, then its kind packages, sorted.
+func (f Family) KindPackageList() []string {
+	var own []string
+	inFamily := false
+	for _, k := range f.NodeKinds {
+		p := f.KindPackage(k)
+		if p == f.Package {
+			inFamily = true
+		} else if !slices.Contains(own, p) {
+			own = append(own, p)
+		}
+	}
+	sort.Strings(own)
+	if inFamily {
+		return append([]string{f.Package}, own...)
+	}
+	return own
 }
 
 // FamilyOfKind returns the id of the family providing node kind k.

@@ -44,6 +44,16 @@ func TestTableShape(t *testing.T) {
 		for _, k := range f.NodeKinds {
 			claim("node kind", k, f.ID)
 		}
+		// A kind package is a sub-package of its family (so a build's
+		// packages still name their family) and holds a kind of it.
+		for k, p := range f.KindPackages {
+			if !slices.Contains(f.NodeKinds, k) {
+				t.Errorf("%s: KindPackages names %q, not one of its node kinds", f.ID, k)
+			}
+			if !strings.HasPrefix(p, f.Package+"/") {
+				t.Errorf("%s: kind %s in package %q, outside %s/", f.ID, k, p, f.Package)
+			}
+		}
 		for _, k := range f.Triggers {
 			claim("trigger", k, f.ID)
 		}
