@@ -22,7 +22,7 @@ func TestSealedLinksOnlyUsedKinds(t *testing.T) {
 			t.Errorf("hello lacks %s, the handler of a kind it uses", used)
 		}
 	}
-	for _, unused := range []string{"fs.prepareReadFile", "fs.prepareCreateDir", "data.prepareDiffCompute", "data.prepareParseJSON",
+	for _, unused := range []string{"fs.prepareReadFile", "fs.prepareCreateDir", "data.prepareDiffCompute", "data/parsejson.prepare",
 		"control.prepareRespond", "control.prepareSwitch", "control.preparePause"} {
 		if funcs[caps+unused] {
 			t.Errorf("hello links %s, the handler of a kind it does not use", unused)

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"unsafe"
 
 	"github.com/kilnworks/kiln/runtime/nesting"
 )
@@ -52,13 +51,6 @@ func DecodeJSON(data []byte) (any, error) {
 		streamDecoders.Put(sd)
 	}
 	return v, nil
-}
-
-// DecodeJSONString is DecodeJSON of text, read in place: DecodeJSON
-// neither keeps nor changes its input, and parse_json would otherwise
-// copy every document it parses once more.
-func DecodeJSONString(text string) (any, error) {
-	return DecodeJSON(unsafe.Slice(unsafe.StringData(text), len(text)))
 }
 
 // onlySpace reads r to its end and reports whether it held JSON white

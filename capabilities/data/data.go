@@ -1,6 +1,6 @@
 // Package data is the capability family of the pure transformation nodes:
-// parse_json, json_select, template_render and diff_compute
-// (docs/reference.md). They have no side effects and need no policy;
+// parse_json (in package parsejson), json_select, template_render and
+// diff_compute (docs/reference.md). They have no side effects and need no policy;
 // dry-run runs them normally.
 package data
 
@@ -16,39 +16,21 @@ import (
 // Family is the capability family id of this package.
 const Family = "data"
 
-// The node kinds of this family. No build registers them from init: a
-// generated program registers those its workflow uses, so the others' code
-// is left out; RegisterKinds registers them all.
+// The node kinds of this family (parse_json is in package parsejson). No
+// build registers them from init: a generated program registers those its
+// workflow uses, so the others' code is left out; RegisterKinds registers
+// all three.
 var (
-	KindParseJSON      = runtime.NodeKind{Kind: "parse_json", Family: Family, Prepare: prepareParseJSON, ValueModel: true}
 	KindJSONSelect     = runtime.NodeKind{Kind: "json_select", Family: Family, Prepare: prepareJSONSelect, ValueModel: true}
 	KindTemplateRender = runtime.NodeKind{Kind: "template_render", Family: Family, Prepare: prepareTemplateRender, ValueModel: true}
 	KindDiffCompute    = runtime.NodeKind{Kind: "diff_compute", Family: Family, Prepare: prepareDiffCompute, ValueModel: true}
 )
 
-// RegisterKinds registers every node kind of this family (capabilities/all
-// calls it; a generated program registers only the kinds it uses).
+// RegisterKinds registers the node kinds of this package (capabilities/all
+// calls it and parsejson.RegisterKinds; a generated program registers only
+// the kinds it uses).
 func RegisterKinds() {
-	runtime.RegisterKinds(KindParseJSON, KindJSONSelect, KindTemplateRender, KindDiffCompute)
-}
-
-// parse_json: {parsed}; the input must be a string holding one JSON value.
-func prepareParseJSON(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) {
-	if err := spec.Err(dataspec.CheckParseJSON(n, spec.ForWorkflow(p.Workflow))); err != nil {
-		return nil, err
-	}
-	from := n.InputFrom
-	return func(_ context.Context, c *runtime.Call) (runtime.Result, error) {
-		text, err := c.FromString("input_from", from)
-		if err != nil {
-			return runtime.Result{}, err
-		}
-		v, err := runtime.DecodeJSONString(text)
-		if err != nil {
-			return runtime.Result{}, c.Errorf(runtime.ClassTool, "input_from %q is not valid JSON: %v", from, err)
-		}
-		return runtime.Next(map[string]any{"parsed": v}), nil
-	}, nil
+	runtime.RegisterKinds(KindJSONSelect, KindTemplateRender, KindDiffCompute)
 }
 
 // json_select: {value, found}, a dotted walk inside the input value.

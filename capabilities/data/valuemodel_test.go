@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/kilnworks/kiln/capabilities/data/parsejson"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
@@ -38,7 +39,7 @@ func isValueTree(v any) bool {
 // tree, also when the values come from a trigger built with Go values
 // (ints, floats, typed slices), which the engine normalises on entry.
 func TestOutputsAreValueTrees(t *testing.T) {
-	for _, k := range []runtime.NodeKind{KindParseJSON, KindJSONSelect, KindTemplateRender, KindDiffCompute} {
+	for _, k := range []runtime.NodeKind{parsejson.KindParseJSON, KindJSONSelect, KindTemplateRender, KindDiffCompute} {
 		if !k.ValueModel {
 			t.Fatalf("%s is not marked ValueModel", k.Kind)
 		}
