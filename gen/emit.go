@@ -303,14 +303,17 @@ func (e *emitter) capabilitiesFile() error {
 	}
 	var register []jen.Code
 	for _, fam := range e.plan.Manifest.Families { // a kind of a family the plan left out is unprovided
-		if len(kinds[fam.ID]) == 0 {
-			f.Anon(fam.Package)
-		}
 		cat, _ := catalog.Lookup(fam.ID)
+		linked := false // the family's package, whose init the family may rely on
 		for _, k := range kinds[fam.ID] {
 			// A kind in a package of its own (catalog KindPackages) is
 			// imported from there, so only programs using it link it.
-			register = append(register, jen.Qual(runtimePkg, "RegisterNode").Call(jen.Qual(cat.KindPackage(k), kindVar(k))))
+			pkg := cat.KindPackage(k)
+			linked = linked || pkg == fam.Package
+			register = append(register, jen.Qual(runtimePkg, "RegisterNode").Call(jen.Qual(pkg, kindVar(k))))
+		}
+		if !linked {
+			f.Anon(fam.Package)
 		}
 	}
 	if len(register) > 0 {

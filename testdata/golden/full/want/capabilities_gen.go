@@ -14,6 +14,7 @@ import (
 	compose "github.com/kilnworks/kiln/capabilities/compose"
 	control "github.com/kilnworks/kiln/capabilities/control"
 	_ "github.com/kilnworks/kiln/capabilities/cron"
+	_ "github.com/kilnworks/kiln/capabilities/data"
 	parsejson "github.com/kilnworks/kiln/capabilities/data/parsejson"
 	fs "github.com/kilnworks/kiln/capabilities/fs"
 	_ "github.com/kilnworks/kiln/capabilities/http"
