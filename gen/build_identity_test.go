@@ -35,7 +35,9 @@ func copySource(t *testing.T, src, dst string) {
 			}
 			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
 		}
-		if !d.Type().IsRegular() {
+		// A git worktree's .git is a file naming the repository: a copy
+		// of it would make git commands in dst commit to that repository.
+		if !d.Type().IsRegular() || d.Name() == ".git" {
 			return nil
 		}
 		data, err := os.ReadFile(p)
