@@ -3,6 +3,7 @@ package control_test
 import (
 	"github.com/kilnworks/kiln/capabilities/control"
 	"github.com/kilnworks/kiln/capabilities/data"
+	"github.com/kilnworks/kiln/capabilities/data/parsejson"
 )
 
 // Families register no node kind from init (a generated program registers
@@ -11,4 +12,5 @@ import (
 func init() {
 	control.RegisterKinds()
 	data.RegisterKinds()
+	parsejson.RegisterKinds()
 }

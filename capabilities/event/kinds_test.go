@@ -3,6 +3,7 @@ package event_test
 import (
 	"github.com/kilnworks/kiln/capabilities/control"
 	"github.com/kilnworks/kiln/capabilities/data"
+	"github.com/kilnworks/kiln/capabilities/data/parsejson"
 	"github.com/kilnworks/kiln/capabilities/event"
 )
 
@@ -12,5 +13,6 @@ import (
 func init() {
 	control.RegisterKinds()
 	data.RegisterKinds()
+	parsejson.RegisterKinds()
 	event.RegisterKinds()
 }

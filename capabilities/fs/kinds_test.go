@@ -2,6 +2,7 @@ package fs_test
 
 import (
 	"github.com/kilnworks/kiln/capabilities/data"
+	"github.com/kilnworks/kiln/capabilities/data/parsejson"
 	"github.com/kilnworks/kiln/capabilities/fs"
 )
 
@@ -10,5 +11,6 @@ import (
 // they load workflows with.
 func init() {
 	data.RegisterKinds()
+	parsejson.RegisterKinds()
 	fs.RegisterKinds()
 }

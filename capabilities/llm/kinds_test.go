@@ -3,6 +3,7 @@ package llm_test
 import (
 	"github.com/kilnworks/kiln/capabilities/control"
 	"github.com/kilnworks/kiln/capabilities/data"
+	"github.com/kilnworks/kiln/capabilities/data/parsejson"
 	"github.com/kilnworks/kiln/capabilities/env"
 	"github.com/kilnworks/kiln/capabilities/fs"
 	"github.com/kilnworks/kiln/capabilities/httpclient"
@@ -16,6 +17,7 @@ import (
 func init() {
 	control.RegisterKinds()
 	data.RegisterKinds()
+	parsejson.RegisterKinds()
 	fs.RegisterKinds()
 	env.RegisterKinds()
 	llm.RegisterKinds()

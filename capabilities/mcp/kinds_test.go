@@ -3,6 +3,7 @@ package mcp_test
 import (
 	"github.com/kilnworks/kiln/capabilities/control"
 	"github.com/kilnworks/kiln/capabilities/data"
+	"github.com/kilnworks/kiln/capabilities/data/parsejson"
 	"github.com/kilnworks/kiln/capabilities/mcp"
 )
 
@@ -12,5 +13,6 @@ import (
 func init() {
 	control.RegisterKinds()
 	data.RegisterKinds()
+	parsejson.RegisterKinds()
 	mcp.RegisterKinds()
 }

@@ -4,6 +4,7 @@ import (
 	"github.com/kilnworks/kiln/capabilities/compose"
 	"github.com/kilnworks/kiln/capabilities/control"
 	"github.com/kilnworks/kiln/capabilities/data"
+	"github.com/kilnworks/kiln/capabilities/data/parsejson"
 	"github.com/kilnworks/kiln/capabilities/env"
 	"github.com/kilnworks/kiln/capabilities/event"
 	"github.com/kilnworks/kiln/capabilities/fs"
@@ -19,6 +20,7 @@ import (
 func init() {
 	control.RegisterKinds()
 	data.RegisterKinds()
+	parsejson.RegisterKinds()
 	fs.RegisterKinds()
 	env.RegisterKinds()
 	mcp.RegisterKinds()
