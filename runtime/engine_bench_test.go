@@ -52,25 +52,5 @@ func BenchmarkEngineMergeChain(b *testing.B) {
 // BenchmarkEngineDataPipeline runs a 10-node data pipeline: parse, select,
 // render, branch, diff and join.
 func BenchmarkEngineDataPipeline(b *testing.B) {
-	nodes := []workflow.Node{
-		{ID: "body", Type: "parse_json", InputFrom: "trigger.raw"},
-		{ID: "user", Type: "json_select", InputFrom: "body.parsed", Path: "user"},
-		{ID: "name", Type: "json_select", InputFrom: "user.value", Path: "name"},
-		{ID: "greet", Type: "template_render", Template: "Hi {{name}}, {{age}} ({{trigger.kind}})", InputFrom: "user.value"},
-		{ID: "gate", Type: "condition", Expr: "name.found"},
-		{ID: "route", Type: "switch", Expr: "body.parsed.plan"},
-		{ID: "diff", Type: "diff_compute", LeftFrom: "body.parsed.old", RightFrom: "body.parsed.new"},
-		{ID: "join", Type: "merge"},
-		{ID: "summary", Type: "template_render", Template: "{{greet.rendered}} changed={{diff.changed}}"},
-		{ID: "out", Type: "json_select", InputFrom: "summary", Path: "rendered"},
-	}
-	edges := []workflow.Edge{
-		{From: "body", To: "user"}, {From: "user", To: "name"}, {From: "name", To: "greet"},
-		{From: "greet", To: "gate"}, {From: "gate", To: "route", When: "true"},
-		{From: "route", To: "diff", When: "pro"}, {From: "diff", To: "join"},
-		{From: "join", To: "summary"}, {From: "summary", To: "out"},
-	}
-	raw := `{"user":{"name":"Ada","age":36},"plan":"pro","old":{"a":1,"b":[1,2]},"new":{"a":2,"b":[1,2,3]}}`
-	benchRun(b, &workflow.Workflow{Name: "data-pipeline", Nodes: nodes, Edges: edges},
-		runtime.MakeTrigger("manual", map[string]any{"raw": raw}), 10)
+	benchRun(b, pipelineWorkflow(), runtime.MakeTrigger("manual", map[string]any{"raw": pipelineRaw}), 10)
 }

@@ -120,7 +120,7 @@ func runOnce(b *testing.B, e *runtime.Engine, p *runtime.Program, trigger map[st
 	return rep
 }
 
-// The data pipeline of BenchmarkEngineDataPipeline, as a workflow and by hand.
+// The data pipeline (BenchmarkEngineDataPipeline and the cost benchmarks), as a workflow and by hand.
 
 const pipelineRaw = `{"user":{"name":"Ada","age":36},"plan":"pro","old":{"a":1,"b":[1,2]},"new":{"a":2,"b":[1,2,3]}}`
 
