@@ -45,6 +45,14 @@ var (
 	ErrRunMoved = errors.New("moved on since its checkpoint was read (another process resumed it)")
 )
 
+// TakenElsewhere reports whether a resume's error says another process
+// (a replica sharing the state) took the run between the caller's listing
+// and its claim: it holds the run, finished it, or moved it on. Such a
+// run is theirs, not a failure, and is skipped.
+func TakenElsewhere(err error) bool {
+	return errors.Is(err, ErrRunHeld) || errors.Is(err, ErrNoCheckpoint) || errors.Is(err, ErrRunMoved)
+}
+
 type checkpointStoreKey struct{}
 
 // SetCheckpointStore installs the process's shared checkpoint store (a

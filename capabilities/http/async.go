@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -109,24 +110,16 @@ func (s *Server) runAsync(rt *route, a admitted, rec runtime.RunRecord, resume *
 	defer s.asyncRuns.Done()
 	defer func() { <-s.asyncSlots }()
 	log := s.audit.With("route", rt.name, "execution_id", rec.ID)
-	put := func() {
-		rec.Updated = s.now()
-		if err := s.runs.PutRun(context.Background(), rec, rt.keep); err != nil {
-			log.Error("http.run_store_error", "state", rec.State, "error", err.Error())
-		}
-	}
 	checkpoints := runtime.CheckpointStoreFor(s.host.Engine) != nil
 	if resume == nil {
 		rec.State = runtime.RunRunning
-		put()
+		s.putRun(rt, rec, log)
 	}
 	rep := s.host.Fire(runtime.WithTraceparent(s.runCtx, a.tp), runtime.RunOptions{
 		Start: rt.spec.StartNode, Trigger: a.trigger, Timeout: s.runTimeout(), ExecutionID: rec.ID,
 		Resume: resume, CheckpointEachNode: checkpoints})
-	if err := rep.Outcome.Err; resume != nil && err != nil && (errors.Is(err, runtime.ErrRunHeld) ||
-		errors.Is(err, runtime.ErrNoCheckpoint) || errors.Is(err, runtime.ErrRunMoved)) {
-		// Another process (a replica sharing the state) took the run
-		// between the listing and the claim: its record is theirs.
+	if err := rep.Outcome.Err; resume != nil && err != nil && runtime.TakenElsewhere(err) {
+		// Its record is the other process's to write.
 		log.Info("http.async_resume_skipped", "detail", runtime.Redact(err.Error()))
 		return
 	}
@@ -141,7 +134,16 @@ func (s *Server) runAsync(rt *route, a admitted, rec runtime.RunRecord, resume *
 	default:
 		rec.State, rec.Outcome = runtime.RunEnded, storedOutcome(code, ctype, out)
 	}
-	put()
+	s.putRun(rt, rec, log)
+}
+
+// putRun writes rec, updated now, for the retention of its route; a store
+// error goes to the audit log (the run itself has happened either way).
+func (s *Server) putRun(rt *route, rec runtime.RunRecord, log *slog.Logger) {
+	rec.Updated = s.now()
+	if err := s.runs.PutRun(context.Background(), rec, rt.keep); err != nil {
+		log.Error("http.run_store_error", "state", rec.State, "error", err.Error())
+	}
 }
 
 // resumeInterrupted continues, in the background, the async runs of this
@@ -177,12 +179,10 @@ func (s *Server) resumeInterrupted(ctx context.Context) {
 		log := s.audit.With("route", rt.name, "execution_id", rec.ID)
 		if err := s.host.Program.CheckResume(in.Checkpoint); err != nil {
 			log.Error("http.async_resume_refused", "error", err.Error())
-			rec.State, rec.Updated = runtime.RunEnded, s.now()
+			rec.State = runtime.RunEnded
 			rec.Outcome = storedOutcome(http.StatusInternalServerError, "application/json",
 				[]byte(`{"error":"the run could not be resumed by this build"}`))
-			if err := s.runs.PutRun(ctx, rec, rt.keep); err != nil {
-				log.Error("http.run_store_error", "state", rec.State, "error", err.Error())
-			}
+			s.putRun(rt, rec, log)
 			continue
 		}
 		select {

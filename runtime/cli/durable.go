@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"time"
@@ -168,10 +167,7 @@ func resumeIncomplete(ctx context.Context, h *runtime.Host, s *settings, o Optio
 		}
 		rep := h.Fire(ctx, runtime.RunOptions{Resume: in.Checkpoint, CheckpointEachNode: true,
 			Timeout: time.Duration(s.timeoutSecs) * time.Second})
-		if err := rep.Outcome.Err; err != nil && (errors.Is(err, runtime.ErrRunHeld) ||
-			errors.Is(err, runtime.ErrNoCheckpoint) || errors.Is(err, runtime.ErrRunMoved)) {
-			// Another process (a replica sharing the state) took the run
-			// between the list and the claim: it is theirs, not a failure.
+		if err := rep.Outcome.Err; err != nil && runtime.TakenElsewhere(err) {
 			results = append(results, map[string]any{"run_id": in.RunID, "skipped": runtime.Redact(err.Error())})
 			continue
 		}
