@@ -42,11 +42,7 @@ func Used(wf *workflow.Workflow) (*Usage, error) {
 		why:      map[string][]string{},
 		seen:     map[*workflow.Workflow]bool{},
 	}
-	for _, f := range Families {
-		if f.Always {
-			u.add(f.ID, "always linked")
-		}
-	}
+	u.addFlagged(func(f Family) bool { return f.Always }, "always linked")
 	u.walk(wf, "")
 	if len(u.errs) > 0 {
 		return nil, fmt.Errorf("%s", strings.Join(u.errs, "; "))
@@ -90,8 +86,8 @@ func (u *usage) add(id, reason string) {
 	}
 }
 
-// addFlagged adds every family the flag selects (a workflow block or key
-// rather than a node kind needs it).
+// addFlagged adds every family the flag selects: the always-linked ones,
+// and those a workflow block or key needs rather than a node kind.
 func (u *usage) addFlagged(flag func(Family) bool, reason string) {
 	for _, f := range Families {
 		if flag(f) {
@@ -144,11 +140,7 @@ func (u *usage) walk(wf *workflow.Workflow, where string) {
 	}
 	for _, r := range wf.HTTPRoutes {
 		route := r.Method + " " + r.Path
-		for _, f := range Families {
-			if f.Routes {
-				u.add(f.ID, where+"route "+route)
-			}
-		}
+		u.addFlagged(func(f Family) bool { return f.Routes }, where+"route "+route)
 		if r.InputSchema != "" {
 			u.addFlagged(func(f Family) bool { return f.Schemas }, where+"route "+route+" (input_schema)")
 		}
@@ -165,41 +157,21 @@ func (u *usage) walk(wf *workflow.Workflow, where string) {
 		u.add(id, fmt.Sprintf("%sroute %s (auth %s)", where, route, kind))
 	}
 	if len(wf.Secrets) > 0 {
-		for _, f := range Families {
-			if f.Secrets {
-				u.add(f.ID, where+"[[secrets]]")
-			}
-		}
+		u.addFlagged(func(f Family) bool { return f.Secrets }, where+"[[secrets]]")
 	}
 	if wf.Logging != nil && wf.Logging.OTel != nil {
-		for _, f := range Families {
-			if f.Telemetry {
-				u.add(f.ID, where+"[logging.otel]")
-			}
-		}
+		u.addFlagged(func(f Family) bool { return f.Telemetry }, where+"[logging.otel]")
 	}
 	// The process confines itself (Landlock) by the root workflow's
 	// [policy] and [sandbox]; the runtime asks the same question.
 	if ok, _ := confine.Wanted(wf); ok && where == "" {
-		for _, f := range Families {
-			if f.Confines {
-				u.add(f.ID, "[policy] and [sandbox]: Landlock confinement")
-			}
-		}
+		u.addFlagged(func(f Family) bool { return f.Confines }, "[policy] and [sandbox]: Landlock confinement")
 	}
 	if wf.State != nil && wf.State.Backend == "postgres" && where == "" {
-		for _, f := range Families {
-			if f.State {
-				u.add(f.ID, "[state] backend = \"postgres\"")
-			}
-		}
+		u.addFlagged(func(f Family) bool { return f.State }, "[state] backend = \"postgres\"")
 	}
 	if wf.Policy != nil && wf.Policy.Rego != nil {
-		for _, f := range Families {
-			if f.Rego {
-				u.add(f.ID, where+"[policy.rego]")
-			}
-		}
+		u.addFlagged(func(f Family) bool { return f.Rego }, where+"[policy.rego]")
 	}
 	for _, path := range runtime.SortedKeys(wf.Children) {
 		u.walk(wf.Children[path], where+path+": ")
