@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	goruntime "runtime"
 	"sync"
 	"time"
 )
@@ -15,11 +16,14 @@ const heldFor = 100 * time.Millisecond
 
 // lineSink is the audit logger's last handler. It formats each record
 // with slog's text or JSON handler into a buffer of its own (so the bytes
-// are exactly slog's) and writes the line with one Write. A run's
-// workflow.started line is held back until the run's next line, and
-// written with it in the same Write: a short run (a served request) costs
-// one write(2) instead of two, and its lines are still written before the
-// run returns, so before its reply is sent. A held line waits at most
+// are exactly slog's) and hands the line to the sink's writer goroutine,
+// which writes the lines of every run that ended meanwhile with one Write
+// (group commit); Handle returns once the Write carrying its line has
+// returned, with that Write's error. So a served request's lines are
+// written before its reply is sent, and concurrent requests share one
+// write(2) instead of paying one each. A run's workflow.started line is
+// held back until the run's next line and written with it: a short run's
+// two lines cost one line's share of a Write. A held line waits at most
 // heldFor, and Close writes any still held.
 type lineSink struct {
 	out    *sinkOut
@@ -29,11 +33,11 @@ type lineSink struct {
 }
 
 // sinkOut is what every sink derived with WithAttrs/WithGroup shares: the
-// writer, and the lines held back.
+// writer, the lines held back, and the lines waiting for the next Write.
 type sinkOut struct {
-	// mu serialises the writes (as slog's own handlers do), and taking a
-	// held line and writing it happen under it, so a run's held line is
-	// never written after the run's next line.
+	// mu guards every field below. Lines enter pending under it in the
+	// order they are to be written, so a run's held line is never written
+	// after the run's next line.
 	mu     sync.Mutex
 	w      io.Writer
 	held   map[string]*lineBuf // by execution_id
@@ -42,7 +46,27 @@ type sinkOut struct {
 	// cheaper than a timer per run.
 	timer *time.Timer
 	armed bool
+
+	// pending holds the lines of batch, which the writer goroutine writes
+	// with its next Write. wake (capacity 1) tells it pending has lines;
+	// the goroutine starts with the first line and ends at Close, closing
+	// stopped.
+	pending []byte
+	batch   *batch
+	wake    chan struct{}
+	stopped chan struct{}
 }
+
+// batch is the lines one Write carries: done is closed when that Write
+// has returned, and err is its error.
+type batch struct {
+	done chan struct{}
+	err  error
+}
+
+// maxSpare bounds the buffer the writer keeps between Writes: a burst
+// of long lines does not pin its memory for the life of the process.
+const maxSpare = 1 << 20
 
 // lineBuf is one formatter writing into its own buffer. A held line stays
 // in its lineBuf (no copy) until it is written; the buffer then goes back
@@ -101,7 +125,6 @@ func (s *lineSink) Handle(ctx context.Context, r slog.Record) error {
 	id := runOf(&r)
 	o := s.out
 	o.mu.Lock()
-	defer o.mu.Unlock()
 	out := lb
 	if h := o.held[id]; h != nil && id != "" {
 		delete(o.held, id)
@@ -113,11 +136,71 @@ func (s *lineSink) Handle(ctx context.Context, r slog.Record) error {
 		out.at = time.Now()
 		o.held[id] = out
 		o.arm(heldFor)
+		o.mu.Unlock()
 		return nil
 	}
-	_, err := o.w.Write(out.buf.Bytes())
+	if o.closed {
+		// The writer goroutine has ended: a line logged after Close is
+		// written at once.
+		_, err := o.w.Write(out.buf.Bytes())
+		out.release()
+		o.mu.Unlock()
+		return err
+	}
+	b := o.enqueue(out.buf.Bytes())
 	out.release()
-	return err
+	o.mu.Unlock()
+	<-b.done
+	return b.err
+}
+
+// enqueue adds line to the next Write and returns the batch it is in,
+// starting the writer goroutine with the first line. Called with mu held
+// and the sink open.
+func (o *sinkOut) enqueue(line []byte) *batch {
+	if o.batch == nil {
+		o.batch = &batch{done: make(chan struct{})}
+		if o.wake == nil {
+			o.wake, o.stopped = make(chan struct{}, 1), make(chan struct{})
+			go o.writeBatches()
+		}
+		select {
+		case o.wake <- struct{}{}:
+		default: // already told
+		}
+	}
+	o.pending = append(o.pending, line...)
+	return o.batch
+}
+
+// writeBatches is the writer goroutine: each wake-up writes everything
+// pending with one Write, until Close closes wake.
+func (o *sinkOut) writeBatches() {
+	var spare []byte
+	for {
+		_, open := <-o.wake
+		if open {
+			// Let the runs already ready to go on this core end and add
+			// their lines first: under load this is what makes a batch hold
+			// more than one run's lines.
+			goruntime.Gosched()
+		}
+		o.mu.Lock()
+		data, b := o.pending, o.batch
+		o.pending, o.batch = spare[:0], nil
+		o.mu.Unlock()
+		if b != nil {
+			_, b.err = o.w.Write(data)
+			close(b.done)
+		}
+		if spare = data; cap(spare) > maxSpare {
+			spare = nil
+		}
+		if !open {
+			close(o.stopped)
+			return
+		}
+	}
 }
 
 // arm starts the timer unless it is running. Called with mu held.
@@ -147,9 +230,9 @@ func runOf(r *slog.Record) string {
 	return id
 }
 
-// writeDue writes the lines held for heldFor or longer, and rearms the
-// timer for the next one due. Lines of different runs are not ordered
-// among themselves (each carries its time).
+// writeDue hands the writer the lines held for heldFor or longer, and
+// rearms the timer for the next one due. Lines of different runs are not
+// ordered among themselves (each carries its time).
 func (o *sinkOut) writeDue() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -165,7 +248,7 @@ func (o *sinkOut) writeDue() {
 			continue
 		}
 		delete(o.held, id)
-		_, _ = o.w.Write(h.buf.Bytes())
+		o.enqueue(h.buf.Bytes())
 		h.release()
 	}
 	if len(o.held) > 0 {
@@ -173,23 +256,38 @@ func (o *sinkOut) writeDue() {
 	}
 }
 
-// Close writes every line still held; later started lines are written at
-// once. It leaves the writer open (the files' closer closes them).
+// Close writes every line still held and waits for the writer goroutine
+// to write what is pending and end; later lines are written at once. It
+// returns the error of the last Write, and leaves the writer open (the
+// files' closer closes them).
 func (s *lineSink) Close() error {
 	o := s.out
 	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.closed = true
+	if o.closed {
+		o.mu.Unlock()
+		return nil
+	}
 	if o.timer != nil {
 		o.timer.Stop()
 	}
-	var first error
+	var last *batch
 	for id, h := range o.held {
 		delete(o.held, id)
-		if _, err := o.w.Write(h.buf.Bytes()); err != nil && first == nil {
-			first = err
-		}
+		last = o.enqueue(h.buf.Bytes())
 		h.release()
 	}
-	return first
+	o.closed = true
+	wake, stopped := o.wake, o.stopped
+	if wake != nil {
+		close(wake)
+	}
+	o.mu.Unlock()
+	if stopped == nil {
+		return nil
+	}
+	<-stopped
+	if last != nil {
+		return last.err
+	}
+	return nil
 }
