@@ -145,6 +145,7 @@ func NewAuditLogger(o AuditOptions) (*slog.Logger, io.Closer, error) {
 		return nil, nil, fmt.Errorf("log format %q: want text or json", o.Format)
 	}
 	sink := newLineSink(w, level, format)
+	sink.plainText = o.Format == "" || o.Format == "text"
 	closer = closers{sink, closer} // held lines are written before the files close
 	rh := &redactHandler{inner: sink}
 	if len(o.RedactFields)+len(o.DropFields) > 0 {

@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -16,7 +15,8 @@ const heldFor = 100 * time.Millisecond
 
 // lineSink is the audit logger's last handler. It formats each record
 // with slog's text or JSON handler into a buffer of its own (so the bytes
-// are exactly slog's) and hands the line to the sink's writer goroutine,
+// are exactly slog's; a run's own events take appendTextLine's shortcut
+// to the same bytes) and hands the line to the sink's writer goroutine,
 // which writes the lines of every run that ended meanwhile with one Write
 // (group commit); Handle returns once the Write carrying its line has
 // returned, with that Write's error. So a served request's lines are
@@ -30,6 +30,9 @@ type lineSink struct {
 	level  slog.Leveler
 	format func(io.Writer) slog.Handler // slog's handler with this sink's With state
 	pool   *sync.Pool                   // of *lineBuf built with format
+	// plainText: format is slog's text handler with no options but the
+	// level and no With state, whose lines appendTextLine can write.
+	plainText bool
 }
 
 // sinkOut is what every sink derived with WithAttrs/WithGroup shares: the
@@ -72,13 +75,20 @@ const maxSpare = 1 << 20
 // in its lineBuf (no copy) until it is written; the buffer then goes back
 // to the pool of the sink it came from, whose formatter it has.
 type lineBuf struct {
-	buf  bytes.Buffer
+	buf  []byte
 	h    slog.Handler
 	pool *sync.Pool
 	at   time.Time // when it was held
 }
 
 func (lb *lineBuf) release() { lb.pool.Put(lb) }
+
+// Write is the formatter's writer: slog's handlers write a line with one
+// Write.
+func (lb *lineBuf) Write(p []byte) (int, error) {
+	lb.buf = append(lb.buf, p...)
+	return len(p), nil
+}
 
 func newLineSink(w io.Writer, level slog.Leveler, format func(io.Writer) slog.Handler) *lineSink {
 	return newDerivedSink(&sinkOut{w: w, held: map[string]*lineBuf{}}, level, format)
@@ -89,7 +99,7 @@ func newDerivedSink(out *sinkOut, level slog.Leveler, format func(io.Writer) slo
 	s.pool = &sync.Pool{}
 	s.pool.New = func() any {
 		lb := &lineBuf{pool: s.pool}
-		lb.h = format(&lb.buf)
+		lb.h = format(lb)
 		return lb
 	}
 	return s
@@ -117,10 +127,16 @@ func (s *lineSink) WithGroup(name string) slog.Handler {
 
 func (s *lineSink) Handle(ctx context.Context, r slog.Record) error {
 	lb := s.pool.Get().(*lineBuf)
-	lb.buf.Reset()
-	if err := lb.h.Handle(ctx, r); err != nil {
-		lb.release()
-		return err
+	var ok bool
+	if s.plainText {
+		lb.buf, ok = appendTextLine(lb.buf[:0], &r)
+	}
+	if !ok {
+		lb.buf = lb.buf[:0]
+		if err := lb.h.Handle(ctx, r); err != nil {
+			lb.release()
+			return err
+		}
 	}
 	id := runOf(&r)
 	o := s.out
@@ -128,7 +144,7 @@ func (s *lineSink) Handle(ctx context.Context, r slog.Record) error {
 	out := lb
 	if h := o.held[id]; h != nil && id != "" {
 		delete(o.held, id)
-		h.buf.Write(lb.buf.Bytes())
+		h.buf = append(h.buf, lb.buf...)
 		lb.release()
 		out = h
 	}
@@ -142,12 +158,12 @@ func (s *lineSink) Handle(ctx context.Context, r slog.Record) error {
 	if o.closed {
 		// The writer goroutine has ended: a line logged after Close is
 		// written at once.
-		_, err := o.w.Write(out.buf.Bytes())
+		_, err := o.w.Write(out.buf)
 		out.release()
 		o.mu.Unlock()
 		return err
 	}
-	b := o.enqueue(out.buf.Bytes())
+	b := o.enqueue(out.buf)
 	out.release()
 	o.mu.Unlock()
 	<-b.done
@@ -248,7 +264,7 @@ func (o *sinkOut) writeDue() {
 			continue
 		}
 		delete(o.held, id)
-		o.enqueue(h.buf.Bytes())
+		o.enqueue(h.buf)
 		h.release()
 	}
 	if len(o.held) > 0 {
@@ -273,7 +289,7 @@ func (s *lineSink) Close() error {
 	var last *batch
 	for id, h := range o.held {
 		delete(o.held, id)
-		last = o.enqueue(h.buf.Bytes())
+		last = o.enqueue(h.buf)
 		h.release()
 	}
 	o.closed = true

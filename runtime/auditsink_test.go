@@ -29,6 +29,8 @@ func TestAuditSinkBytesAreSlogs(t *testing.T) {
 		recs = append(recs, r)
 	}
 	add(slog.LevelInfo, "plain", slog.String("k", "v"), slog.Int("n", -3), slog.Bool("b", true))
+	add(slog.LevelInfo, "workflow.completed", slog.String("execution_id", "r1"), slog.String("status", "completed"),
+		slog.Int64("elapsed_ms", 0))
 	add(slog.LevelWarn, "needs quoting", slog.String("space", "a b"), slog.String("eq", "a=b"), slog.String("empty", ""),
 		slog.String("quote", `say "hi"`), slog.String("ctl", "a\tb\n"), slog.String("uni", "héllo\u00a0x"), slog.String("bad", "\xff"))
 	add(slog.LevelDebug, "numbers", slog.Float64("f", 1.5e-7), slog.Uint64("u", 1<<63), slog.Duration("d", 1500*time.Millisecond),
@@ -49,6 +51,7 @@ func TestAuditSinkBytesAreSlogs(t *testing.T) {
 		}
 		var got, want bytes.Buffer
 		sink := newLineSink(&got, slog.LevelDebug, mk)
+		sink.plainText = format == "text" // as NewAuditLogger sets it
 		sh, wh := slog.Handler(sink), mk(&want)
 		for i, r := range recs {
 			if i == 3 { // With state applies to the records after it
@@ -239,6 +242,7 @@ func BenchmarkAuditRunLines(b *testing.B) {
 			h := text(f)
 			if name == "sink" {
 				sink := newLineSink(f, slog.LevelInfo, text)
+				sink.plainText = true // as NewAuditLogger sets it for text
 				defer sink.Close()
 				h = sink
 			}
