@@ -363,18 +363,23 @@ func recipient(h slog.Handler, rec *slog.Record) slog.Handler {
 }
 
 // unchanged reports whether redaction would leave r as it is: no
-// registered secret in its message or string attributes, and no attribute
-// of a kind redaction rewrites (errors, other structured values, groups,
-// LogValuers). The per-run audit events take this path.
+// registered secret (then redaction is the identity), or none in its
+// message or string attributes and no attribute of a kind redaction
+// rewrites (errors, other structured values, groups, LogValuers). The
+// per-run audit events take this path.
 func unchanged(r *slog.Record) bool {
-	if holdsSecret(r.Message) {
+	rs := redactor.Load()
+	if rs == nil {
+		return true
+	}
+	if rs.contains(r.Message) {
 		return false
 	}
 	ok := true
 	r.Attrs(func(a slog.Attr) bool {
 		switch a.Value.Kind() {
 		case slog.KindString:
-			ok = !holdsSecret(a.Value.String())
+			ok = !rs.contains(a.Value.String())
 		case slog.KindAny, slog.KindGroup, slog.KindLogValuer:
 			ok = false
 		}

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -88,6 +89,46 @@ func TestAuditRecordSkipsRedactionOnlyWhenNothingApplies(t *testing.T) {
 	} {
 		if got := recipient(h, &clean); got != h {
 			t.Errorf("%s: the record skips the rules that apply to it", name)
+		}
+	}
+}
+
+// TestAuditWithoutSecretsSkipsRedaction: while no secret is registered,
+// redaction is the identity, so every record (errors and structured
+// values included) goes straight to the sink, and its line is the one
+// the redacting path writes.
+func TestAuditWithoutSecretsSkipsRedaction(t *testing.T) {
+	isolateSecrets(t)
+	for _, format := range []string{"text", "json"} {
+		var buf bytes.Buffer
+		l, _, err := NewAuditLogger(AuditOptions{Format: format, Stderr: &buf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := l.Handler().(*redactHandler)
+		r := slog.NewRecord(time.Date(2026, 11, 28, 1, 2, 3, 0, time.UTC), slog.LevelWarn, "node.failed", 0)
+		r.AddAttrs(slog.String("node", "a b"), slog.Any("error", errors.New("boom \"x\"")),
+			slog.Any("detail", map[string]any{"k": []any{1, "v"}}), slog.Group("g", slog.String("s", "t")))
+		if got := recipient(h, &r); got != h.inner {
+			t.Fatalf("%s: with no secret registered the record is copied through the redaction", format)
+		}
+		if err := h.inner.Handle(context.Background(), r.Clone()); err != nil {
+			t.Fatal(err)
+		}
+		direct := buf.String()
+		buf.Reset()
+		if err := h.Handle(context.Background(), r.Clone()); err != nil {
+			t.Fatal(err)
+		}
+		// The redacting path, forced: the same line.
+		redacted := slog.NewRecord(r.Time, r.Level, r.Message, 0)
+		r.Attrs(func(a slog.Attr) bool { redacted.AddAttrs(redactAttr(a)); return true })
+		buf.Reset()
+		if err := h.inner.Handle(context.Background(), redacted); err != nil {
+			t.Fatal(err)
+		}
+		if buf.String() != direct {
+			t.Errorf("%s: direct line\n%s differs from the redacted one\n%s", format, direct, buf.String())
 		}
 	}
 }

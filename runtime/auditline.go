@@ -82,12 +82,15 @@ func plainText(s string) bool {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case c == '-', c == '_', c == '.', c == ':', c == '/', c == '@', c == '+', c == ',', c == '%':
-		default:
+		if c := s[i]; c >= 128 || plainBytes[c>>6]&(1<<(c&63)) == 0 {
 			return false
 		}
 	}
 	return true
+}
+
+// plainBytes is the set of plainText's bytes, a bit per ASCII byte.
+var plainBytes = [2]uint64{
+	1<<'%' | 1<<'+' | 1<<',' | 1<<'-' | 1<<'.' | 1<<'/' | (1<<10-1)<<'0' | 1<<':',
+	1<<('@'-64) | (1<<26-1)<<('A'-64) | 1<<('_'-64) | (1<<26-1)<<('a'-64),
 }

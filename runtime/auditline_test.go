@@ -144,3 +144,26 @@ func BenchmarkRunLineFormat(b *testing.B) {
 		}
 	})
 }
+
+// TestPlainTextBytes: plainText takes exactly letters, digits and
+// - _ . : / @ + , %, each of which slog leaves unquoted.
+func TestPlainTextBytes(t *testing.T) {
+	const plain = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:/@+,%"
+	for c := 0; c < 256; c++ {
+		s := string([]byte{byte(c)})
+		want := bytes.IndexByte([]byte(plain), byte(c)) >= 0
+		if got := plainText(s); got != want {
+			t.Errorf("plainText(%q) = %v, want %v", s, got, want)
+		}
+		if want && needsQuotes(t, s) {
+			t.Errorf("slog quotes %q", s)
+		}
+	}
+}
+
+// needsQuotes reports whether slog's text handler quotes the value s.
+func needsQuotes(t *testing.T, s string) bool {
+	r := slog.NewRecord(time.Time{}, slog.LevelInfo, "m", 0)
+	r.AddAttrs(slog.String("k", s))
+	return slogText(t, r) != "level=INFO msg=m k="+s+"\n"
+}
