@@ -15,10 +15,10 @@ import (
 // served request's two lines this way costs a third of slog's generic
 // path (TestAppendTextLineIsSlogs and FuzzAppendTextLine hold the bytes to
 // slog's).
-func appendTextLine(b []byte, r *slog.Record) (_ []byte, ok bool) {
+func appendTextLine(b []byte, r *slog.Record, clock *logClock) (_ []byte, ok bool) {
 	n := len(b)
 	if !r.Time.IsZero() {
-		if b, ok = appendLogTime(append(b, "time="...), r.Time); !ok {
+		if b, ok = clock.appendTime(append(b, "time="...), r.Time); !ok {
 			return b[:n], false
 		}
 		b = append(b, ' ')
@@ -58,20 +58,32 @@ func appendTextLine(b []byte, r *slog.Record) (_ []byte, ok bool) {
 	return append(b, '\n'), true
 }
 
-// appendLogTime appends t as slog's text handler does: RFC 3339 with
-// milliseconds, truncated (2026-11-28T00:13:32.158Z).
-func appendLogTime(b []byte, t time.Time) ([]byte, bool) {
-	if y := t.Year(); y < 0 || y > 9999 {
-		return b, false
+// logClock appends times as slog's text handler does: RFC 3339 with
+// milliseconds, truncated (2026-11-28T00:13:32.158Z). It keeps the text
+// of the last second it wrote: the many lines a served process logs in
+// one second copy it instead of formatting the date again.
+type logClock struct {
+	loc  *time.Location // of the second kept; nil: none kept
+	sec  int64          // Unix seconds
+	date [len("2006-01-02T15:04:05")]byte
+	zone [len("-07:00")]byte
+	z    int // bytes of zone used ("Z" or "-07:00")
+}
+
+func (c *logClock) appendTime(b []byte, t time.Time) ([]byte, bool) {
+	if sec, loc := t.Unix(), t.Location(); sec != c.sec || loc != c.loc {
+		if y := t.Year(); y < 0 || y > 9999 {
+			return b, false
+		}
+		var buf [len(time.RFC3339)]byte               // long enough: a 4-digit year
+		text := t.AppendFormat(buf[:0], time.RFC3339) // 2006-01-02T15:04:05Z07:00
+		copy(c.date[:], text)
+		c.z = copy(c.zone[:], text[len(c.date):])
+		c.sec, c.loc = sec, loc
 	}
-	const secs = len("2006-01-02T15:04:05")
-	n := len(b)
-	b = t.AppendFormat(b, time.RFC3339) // 2006-01-02T15:04:05Z07:00
-	var zone [len("-07:00")]byte
-	z := copy(zone[:], b[n+secs:])
 	ms := t.Nanosecond() / int(time.Millisecond)
-	b = append(b[:n+secs], '.', byte('0'+ms/100), byte('0'+ms/10%10), byte('0'+ms%10))
-	return append(b, zone[:z]...), true
+	b = append(append(b, c.date[:]...), '.', byte('0'+ms/100), byte('0'+ms/10%10), byte('0'+ms%10))
+	return append(b, c.zone[:c.z]...), true
 }
 
 // plainText reports whether slog's text handler writes s as it is:
@@ -82,15 +94,21 @@ func plainText(s string) bool {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c >= 128 || plainBytes[c>>6]&(1<<(c&63)) == 0 {
+		if !plainByte[s[i]] {
 			return false
 		}
 	}
 	return true
 }
 
-// plainBytes is the set of plainText's bytes, a bit per ASCII byte.
-var plainBytes = [2]uint64{
-	1<<'%' | 1<<'+' | 1<<',' | 1<<'-' | 1<<'.' | 1<<'/' | (1<<10-1)<<'0' | 1<<':',
-	1<<('@'-64) | (1<<26-1)<<('A'-64) | 1<<('_'-64) | (1<<26-1)<<('a'-64),
+// plainByte is the set of plainText's bytes (a literal: no init code).
+var plainByte = [256]bool{
+	'a': true, 'b': true, 'c': true, 'd': true, 'e': true, 'f': true, 'g': true, 'h': true, 'i': true,
+	'j': true, 'k': true, 'l': true, 'm': true, 'n': true, 'o': true, 'p': true, 'q': true, 'r': true,
+	's': true, 't': true, 'u': true, 'v': true, 'w': true, 'x': true, 'y': true, 'z': true, 'A': true,
+	'B': true, 'C': true, 'D': true, 'E': true, 'F': true, 'G': true, 'H': true, 'I': true, 'J': true,
+	'K': true, 'L': true, 'M': true, 'N': true, 'O': true, 'P': true, 'Q': true, 'R': true, 'S': true,
+	'T': true, 'U': true, 'V': true, 'W': true, 'X': true, 'Y': true, 'Z': true, '0': true, '1': true,
+	'2': true, '3': true, '4': true, '5': true, '6': true, '7': true, '8': true, '9': true, '-': true,
+	'_': true, '.': true, ':': true, '/': true, '@': true, '+': true, ',': true, '%': true,
 }

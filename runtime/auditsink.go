@@ -75,10 +75,11 @@ const maxSpare = 1 << 20
 // in its lineBuf (no copy) until it is written; the buffer then goes back
 // to the pool of the sink it came from, whose formatter it has.
 type lineBuf struct {
-	buf  []byte
-	h    slog.Handler
-	pool *sync.Pool
-	at   time.Time // when it was held
+	buf   []byte
+	clock logClock // appendTextLine's
+	h     slog.Handler
+	pool  *sync.Pool
+	at    time.Time // when it was held
 }
 
 func (lb *lineBuf) release() { lb.pool.Put(lb) }
@@ -129,7 +130,7 @@ func (s *lineSink) Handle(ctx context.Context, r slog.Record) error {
 	lb := s.pool.Get().(*lineBuf)
 	var ok bool
 	if s.plainText {
-		lb.buf, ok = appendTextLine(lb.buf[:0], &r)
+		lb.buf, ok = appendTextLine(lb.buf[:0], &r, &lb.clock)
 	}
 	if !ok {
 		lb.buf = lb.buf[:0]
