@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -191,5 +192,37 @@ func TestLongRunOutlivesWriteTimeout(t *testing.T) {
 	r := ts.do(t, "POST", "/hook", `{}`).expect(t, 200)
 	if r.at("final_value.released") != true {
 		t.Fatalf("body %s", r.body)
+	}
+}
+
+// TestReplyLengthOnTheWire: every reply carries its exact Content-Length
+// and none goes out chunked, on either side of the size under which
+// net/http sets the length itself (write leaves it to net/http there).
+func TestReplyLengthOnTheWire(t *testing.T) {
+	ts := start(t, `
+name = "pad"
+[[start_nodes]]
+name = "main"
+source = "http"
+entry_node = "r"
+[[nodes]]
+id = "r"
+type = "respond"
+content_type = "text/plain"
+body_template = "{{pad}}"
+[[http_routes]]
+method = "POST"
+path = "/pad"
+start_node = "main"
+`, setup{})
+	for _, n := range []int{1, autoLengthMax - 1, autoLengthMax, 5000} {
+		body := `{"pad":"` + strings.Repeat("x", n) + `"}`
+		got := raw(t, ts, "POST /pad HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n"+
+			"Content-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body)
+		head, payload, _ := strings.Cut(got, "\r\n\r\n")
+		if !strings.HasPrefix(head, "HTTP/1.1 200 ") || !strings.Contains(head, "\r\nContent-Length: "+strconv.Itoa(n)+"\r\n") ||
+			strings.Contains(head, "chunked") || payload != strings.Repeat("x", n) {
+			t.Errorf("%d-byte reply:\n%s", n, head)
+		}
 	}
 }

@@ -805,6 +805,11 @@ func writeJSON(w http.ResponseWriter, code int, v map[string]any) int {
 	return write(w, code, "application/json", body)
 }
 
+// autoLengthMax: net/http gives a reply body shorter than this (its
+// buffer before chunking) a Content-Length of its own when the handler
+// returns; a longer one needs it set, or it goes out chunked.
+const autoLengthMax = 2048
+
 // Header values shared by every reply (net/http copies the header map
 // when it writes the header, and nothing here changes them in place).
 var (
@@ -829,7 +834,9 @@ func write(w http.ResponseWriter, code int, contentType string, body []byte) int
 	} else {
 		h["Content-Type"] = []string{contentType}
 	}
-	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	if len(body) >= autoLengthMax {
+		h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	} // else net/http sets it from the body, without the two allocations
 	h["X-Content-Type-Options"] = nosniff
 	w.WriteHeader(code)
 	_, _ = w.Write(body)
