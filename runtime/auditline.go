@@ -63,6 +63,7 @@ func appendTextLine(b []byte, r *slog.Record, clock *logClock) (_ []byte, ok boo
 // of the last second it wrote: the many lines a served process logs in
 // one second copy it instead of formatting the date again.
 type logClock struct {
+	_    [0]func()      // not comparable: no equality function in every binary
 	loc  *time.Location // of the second kept; nil: none kept
 	sec  int64          // Unix seconds
 	date [len("2006-01-02T15:04:05")]byte

@@ -5,8 +5,11 @@ import (
 	"context"
 	"log/slog"
 	"math"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
 // slogText is what the audit logger's slog.TextHandler writes for r.
@@ -102,23 +105,38 @@ func FuzzAppendTextLine(f *testing.F) {
 	})
 }
 
+// The runtime's tests run with the serving audit on, as a serving
+// binary does (the http family enables it); TestAuditWithoutServing
+// checks the one-shot binaries' path.
+func init() { EnableServingAudit() }
+
 // TestAuditLoggerTakesTheShortcut: the default audit logger (text) writes
-// through appendTextLine; JSON and derived sinks (With state) go to slog.
+// a run's lines through the shortcut; JSON and derived sinks (With
+// state) go to slog.
 func TestAuditLoggerTakesTheShortcut(t *testing.T) {
-	for format, want := range map[string]bool{"": true, "text": true, "json": false} {
+	var taken int
+	textShortcut = func(b []byte, r *slog.Record, clock *logClock) ([]byte, bool) {
+		b, ok := appendTextLine(b, r, clock)
+		if ok {
+			taken++
+		}
+		return b, ok
+	}
+	defer EnableServingAudit()
+	p := compileT(t, []workflow.Node{out("a", `1`)}, nil)
+	for format, want := range map[string]int{"": 2, "text": 2, "json": 0} {
+		taken = 0
 		var buf bytes.Buffer
 		l, closer, err := NewAuditLogger(AuditOptions{Format: format, Stderr: &buf})
 		if err != nil {
 			t.Fatal(err)
 		}
-		sink := l.Handler().(*redactHandler).inner.(*lineSink)
-		if sink.plainText != want {
-			t.Errorf("format %q: plainText %v, want %v", format, sink.plainText, want)
-		}
-		if derived := sink.WithAttrs([]slog.Attr{slog.String("a", "b")}).(*lineSink); derived.plainText {
-			t.Errorf("format %q: a sink with With state takes the shortcut", format)
-		}
+		runT(t, &Engine{Audit: l}, p, RunOptions{})
+		_ = l.With("replica", "r1").Handler().Handle(context.Background(), slog.NewRecord(time.Now(), slog.LevelInfo, "derived", 0))
 		closer.Close()
+		if taken != want || !strings.Contains(buf.String(), "workflow.completed") {
+			t.Errorf("format %q: %d lines through the shortcut, want %d:\n%s", format, taken, want, buf.String())
+		}
 	}
 }
 

@@ -39,3 +39,11 @@ func TestRouteAuditLinesWithDefaultLogger(t *testing.T) {
 		t.Fatalf("audit lines:\n%s", buf.String())
 	}
 }
+
+// TestServingAuditEnabled: a binary linking the http family writes its
+// audit with group commit and the formatting shortcut.
+func TestServingAuditEnabled(t *testing.T) {
+	if !runtime.ServingAudit() {
+		t.Fatal("the http family's init did not enable the serving audit")
+	}
+}

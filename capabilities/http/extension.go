@@ -12,6 +12,8 @@ import (
 var flagBind string
 
 func init() {
+	// Group commit and the formatting shortcut (runtime/auditsink.go).
+	runtime.EnableServingAudit()
 	runtime.RegisterExtension(runtime.Extension{
 		Name: "http",
 		Flags: func(fs *flag.FlagSet) {
