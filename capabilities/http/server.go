@@ -18,7 +18,6 @@ import (
 	"os"
 	"os/signal"
 	"path"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -201,7 +200,7 @@ func (s *Server) newRoute(spec workflow.HTTPRoute) (*route, error) {
 	if _, err := h.Program.Entry(spec.StartNode); err != nil {
 		return nil, fmt.Errorf("start_node %q: %v", spec.StartNode, err)
 	}
-	rt := &route{spec: spec, name: spec.Method + " " + spec.Path, params: wildcardNames(spec.Path)}
+	rt := &route{spec: spec, name: spec.Method + " " + spec.Path, params: httpspec.WildcardNames(spec.Path)}
 	if spec.Reply == httpspec.ReplyAsync {
 		if err := s.asyncRoute(rt); err != nil {
 			return nil, err
@@ -490,18 +489,6 @@ func cleanPath(p string) bool {
 		c += "/"
 	}
 	return c == p
-}
-
-// wildcardRE finds a pattern's wildcards ({id}, {rest...}; not {$}).
-var wildcardRE = regexp.MustCompile(`\{([A-Za-z_][A-Za-z0-9_]*)(?:\.\.\.)?\}`)
-
-// wildcardNames lists the names of a route path's wildcards.
-func wildcardNames(p string) []string {
-	var out []string
-	for _, m := range wildcardRE.FindAllStringSubmatch(p, -1) {
-		out = append(out, m[1])
-	}
-	return out
 }
 
 // noParams is trigger.path of a route without wildcards (shared: run
