@@ -101,7 +101,7 @@ type Server struct {
 	methods []string       // every declared method, sorted (405's Allow)
 	metrics *routeMetrics
 	idem    *idemStore // nil: no keyed route
-	tls     *tlsState  // nil: plain HTTP
+	tls     tlsServer  // nil: plain HTTP
 
 	// Async routes (async.go): runs holds their records, asyncSlots
 	// bounds the runs in flight and asyncRuns counts them for the drain.
@@ -168,11 +168,11 @@ func New(h *runtime.Host, cfg Config) (*Server, error) {
 	if err := s.loadVerifiers(); err != nil {
 		return nil, err
 	}
-	tlsState, err := newTLSState(wf)
+	tlsSrv, err := newTLSServer(wf)
 	if err != nil {
 		return nil, err
 	}
-	s.tls = tlsState
+	s.tls = tlsSrv
 	s.runCtx, s.cancelRuns = context.WithCancel(context.Background())
 	return s, nil
 }
@@ -340,7 +340,7 @@ func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
 		TLSNextProto:   map[string]func(*http.Server, *tls.Conn, http.Handler){}, // HTTP/1.1 only
 	}
 	if s.tls != nil {
-		ln = tls.NewListener(ln, s.tls.config())
+		ln = s.tls.listener(ln)
 	}
 	addr := ln.Addr().String()
 
