@@ -223,14 +223,16 @@ bench:
 # fuzz: FUZZTIME (60 s) of each fuzz target: the loader + validator
 # (seeded from every workflow in testdata and examples), and the TOML and
 # JSON nesting checks, which must agree with their decoders on depth, and
-# parse_json's decoder, which must agree with runtime.DecodeJSON;
-# FUZZTIME=10m for a longer run.
+# parse_json's decoder, which must agree with runtime.DecodeJSON, and the
+# header name and {{secret:NAME}} matchers, which must agree with the
+# regular expressions they replace; FUZZTIME=10m for a longer run.
 FUZZTIME ?= 60s
 fuzz:
 	$(GO) test ./gen -run '^$$' -fuzz '^FuzzLoadValidate$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runtime/nesting -run '^$$' -fuzz '^FuzzTOMLNesting$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runtime/nesting -run '^$$' -fuzz '^FuzzJSONDepth$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./capabilities/data/parsejson -run '^$$' -fuzz '^FuzzDecodeMatchesRuntime$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./capabilities/spec/rules -run '^$$' -fuzz '^FuzzHeaderMatchers$$' -fuzztime $(FUZZTIME)
 
 clean:
 	rm -rf $(CACHE)

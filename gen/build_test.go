@@ -217,7 +217,7 @@ func TestPruning(t *testing.T) {
 		schema  = "github.com/santhosh-tekuri/jsonschema/v5"
 	)
 	allcaps := deps(t, load(t, filepath.Join(repoRoot(t), "testdata", "golden", "allcaps", "workflow.toml"), false))
-	for _, want := range []string{netHTTP, llm, mcpGo, "crypto/tls", "os/exec", otel, grpc, schema} {
+	for _, want := range []string{netHTTP, llm, mcpGo, "crypto/tls", "os/exec", otel, grpc, schema, "regexp"} {
 		if !linksAny(allcaps, want) {
 			t.Errorf("positive control: the all-capabilities workflow does not link %s", want)
 		}
@@ -254,7 +254,7 @@ start_node = "hook"
 [[nodes]]
 id = "end"
 type = "terminate"
-`, []string{llm, mcpGo, otel, grpc, schema}, []string{netHTTP}},
+`, []string{llm, mcpGo, otel, grpc, schema, "regexp"}, []string{netHTTP}},
 		{"llm_infer", `
 [[nodes]]
 id = "ask"

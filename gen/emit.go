@@ -294,6 +294,8 @@ func (e *emitter) workflowFile() error {
 // kinds the tree uses (its nodes' and its agent loops' tools). Families
 // register no kind themselves, so the code of every kind no node uses is
 // left out of any build of the generated package, with or without tags.
+// Likewise the routes family's TLS server is enabled, and so linked, only
+// when the workflow declares [server.tls].
 func (e *emitter) capabilitiesFile() error {
 	f := e.newFile()
 	kinds := map[string][]string{} // family id -> kinds used
@@ -311,6 +313,10 @@ func (e *emitter) capabilitiesFile() error {
 			pkg := cat.KindPackage(k)
 			linked = linked || pkg == fam.Package
 			register = append(register, jen.Qual(runtimePkg, "RegisterNode").Call(jen.Qual(pkg, kindVar(k))))
+		}
+		if cat.Routes && e.plan.Workflow.Server != nil && e.plan.Workflow.Server.TLS != nil {
+			linked = true
+			register = append(register, jen.Comment("[server.tls]: TLS serving is linked only when declared."), jen.Qual(fam.Package, "EnableTLS").Call())
 		}
 		if !linked {
 			f.Anon(fam.Package)

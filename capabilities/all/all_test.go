@@ -18,8 +18,27 @@ var update = flag.Bool("update", false, "rewrite the per-family files from the c
 
 // familyFile is the source of the file that links family f and
 // registers all its node kinds, from the family package and from its kind
-// packages (families register none from init).
+// packages (families register none from init). The family serving routes
+// also enables [server.tls] support, which generated programs link only
+// when their workflow declares it.
 func familyFile(f catalog.Family) []byte {
+	var imports, calls string
+	// Every package declaring kinds of f (its own, and those of
+	// KindPackages) registers them.
+	for _, p := range f.KindPackageList() {
+		name := f.ID
+		if p != f.Package {
+			name = path.Base(p)
+		}
+		imports += fmt.Sprintf("%s %q\n", name, p)
+		calls += name + ".RegisterKinds()\n"
+	}
+	if f.Routes {
+		if !strings.Contains(imports, fmt.Sprintf("%q", f.Package)) {
+			imports = fmt.Sprintf("%s %q\n", f.ID, f.Package) + imports
+		}
+		calls += f.ID + ".EnableTLS()\n"
+	}
 	src := fmt.Sprintf(`// Code generated from capabilities/catalog by TestFilesMatchCatalog; DO NOT EDIT.
 
 //go:build !%s || %s
@@ -28,18 +47,7 @@ package all
 
 import _ %q
 `, catalog.TagCustom, f.Tag, f.Package)
-	if len(f.NodeKinds) > 0 {
-		// Every package declaring kinds of f (its own, and those of
-		// KindPackages) registers them.
-		var imports, calls string
-		for _, p := range f.KindPackageList() {
-			name := f.ID
-			if p != f.Package {
-				name = path.Base(p)
-			}
-			imports += fmt.Sprintf("%s %q\n", name, p)
-			calls += name + ".RegisterKinds()\n"
-		}
+	if calls != "" {
 		src = fmt.Sprintf(`// Code generated from capabilities/catalog by TestFilesMatchCatalog; DO NOT EDIT.
 
 //go:build !%s || %s

@@ -4,4 +4,10 @@
 
 package all
 
-import _ "github.com/kilnworks/kiln/capabilities/http"
+import (
+	http "github.com/kilnworks/kiln/capabilities/http"
+)
+
+func init() {
+	http.EnableTLS()
+}

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // ModulePath is kiln's Go module; family packages live under it.
@@ -202,38 +203,38 @@ var Families = []Family{
 	},
 }
 
-// byID indexes Families; built once from the table.
-var (
-	byID      = map[string]*Family{}
-	byKind    = map[string]*Family{}
-	byTrigger = map[string]*Family{}
-	byAuth    = map[string]*Family{}
-	byKey     = map[string]*Family{}
-)
+// index maps ids, node kinds, trigger types, auth kinds and capability
+// keys to their family.
+type index struct{ byID, byKind, byTrigger, byAuth, byKey map[string]*Family }
 
-func init() {
+// indexes is built from Families on first use, not at start-up: a serve
+// binary links the catalog for its discovery document, which few
+// requests ask for.
+var indexes = sync.OnceValue(func() index {
+	ix := index{map[string]*Family{}, map[string]*Family{}, map[string]*Family{}, map[string]*Family{}, map[string]*Family{}}
 	for i := range Families {
 		f := &Families[i]
-		byID[f.ID] = f
+		ix.byID[f.ID] = f
 		for _, k := range f.NodeKinds {
-			byKind[k] = f
+			ix.byKind[k] = f
 		}
 		for _, t := range f.Triggers {
-			byTrigger[t] = f
+			ix.byTrigger[t] = f
 		}
 		for _, a := range f.AuthKinds {
-			byAuth[a] = f
+			ix.byAuth[a] = f
 		}
 		for _, k := range f.Keys {
-			byKey[k] = f
-			byKey[WireKey(k)] = f // a workflow may require the OpenWOP identifier
+			ix.byKey[k] = f
+			ix.byKey[WireKey(k)] = f // a workflow may require the OpenWOP identifier
 		}
 	}
-}
+	return ix
+})
 
 // Lookup returns the family with catalog id id.
 func Lookup(id string) (Family, bool) {
-	f, ok := byID[id]
+	f, ok := indexes().byID[id]
 	if !ok {
 		return Family{}, false
 	}
@@ -271,17 +272,17 @@ func (f Family) KindPackageList() []string {
 }
 
 // FamilyOfKind returns the id of the family providing node kind k.
-func FamilyOfKind(k string) (string, bool) { return idOf(byKind[k]) }
+func FamilyOfKind(k string) (string, bool) { return idOf(indexes().byKind[k]) }
 
 // FamilyOfTrigger returns the id of the family providing trigger type t.
-func FamilyOfTrigger(t string) (string, bool) { return idOf(byTrigger[t]) }
+func FamilyOfTrigger(t string) (string, bool) { return idOf(indexes().byTrigger[t]) }
 
 // FamilyOfAuth returns the id of the family providing route auth kind a.
-func FamilyOfAuth(a string) (string, bool) { return idOf(byAuth[a]) }
+func FamilyOfAuth(a string) (string, bool) { return idOf(indexes().byAuth[a]) }
 
 // FamilyOfKey returns the id of the family providing capability key k,
 // given as a catalog key or as its OpenWOP identifier (WireKey).
-func FamilyOfKey(k string) (string, bool) { return idOf(byKey[k]) }
+func FamilyOfKey(k string) (string, bool) { return idOf(indexes().byKey[k]) }
 
 func idOf(f *Family) (string, bool) {
 	if f == nil {
@@ -350,7 +351,7 @@ func Tags(families []string) ([]string, error) {
 	}
 	out := []string{TagCustom}
 	for _, id := range ids {
-		out = append(out, byID[id].Tag)
+		out = append(out, indexes().byID[id].Tag)
 	}
 	return out, nil
 }
@@ -379,7 +380,7 @@ func FamilyOfPackage(path string) (string, bool) {
 		return "", false
 	}
 	id, _, _ := strings.Cut(rest, "/")
-	return idOf(byID[id])
+	return idOf(indexes().byID[id])
 }
 
 // FamilyKeys maps each known family id of ids to the capability keys it
@@ -387,7 +388,7 @@ func FamilyOfPackage(path string) (string, bool) {
 func FamilyKeys(ids []string) map[string][]string {
 	out := map[string][]string{}
 	for _, id := range ids {
-		if f, ok := byID[id]; ok {
+		if f, ok := indexes().byID[id]; ok {
 			out[id] = append([]string{}, f.Keys...)
 		}
 	}

@@ -21,7 +21,12 @@ func WireKey(k string) string {
 		return w
 	}
 	// The host-extension pattern allows only [a-z0-9-] after the prefix.
-	return HostExtensionPrefix + strings.NewReplacer(".", "-", "_", "-").Replace(k)
+	return HostExtensionPrefix + strings.Map(func(r rune) rune {
+		if r == '.' || r == '_' {
+			return '-'
+		}
+		return r
+	}, k)
 }
 
 // WireKeys returns the OpenWOP identifiers of keys, in the same order.

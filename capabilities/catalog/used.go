@@ -191,7 +191,7 @@ func setList(m map[string]bool) []string {
 func KeysOf(families []string) []string {
 	var out []string
 	for _, id := range families {
-		if f, ok := byID[id]; ok {
+		if f, ok := indexes().byID[id]; ok {
 			out = append(out, f.Keys...)
 		}
 	}

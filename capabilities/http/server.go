@@ -18,7 +18,6 @@ import (
 	"os"
 	"os/signal"
 	"path"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -102,7 +101,7 @@ type Server struct {
 	methods []string       // every declared method, sorted (405's Allow)
 	metrics *routeMetrics
 	idem    *idemStore // nil: no keyed route
-	tls     *tlsState  // nil: plain HTTP
+	tls     tlsServer  // nil: plain HTTP
 
 	// Async routes (async.go): runs holds their records, asyncSlots
 	// bounds the runs in flight and asyncRuns counts them for the drain.
@@ -169,11 +168,11 @@ func New(h *runtime.Host, cfg Config) (*Server, error) {
 	if err := s.loadVerifiers(); err != nil {
 		return nil, err
 	}
-	tlsState, err := newTLSState(wf)
+	tlsSrv, err := newTLSServer(wf)
 	if err != nil {
 		return nil, err
 	}
-	s.tls = tlsState
+	s.tls = tlsSrv
 	s.runCtx, s.cancelRuns = context.WithCancel(context.Background())
 	return s, nil
 }
@@ -201,7 +200,7 @@ func (s *Server) newRoute(spec workflow.HTTPRoute) (*route, error) {
 	if _, err := h.Program.Entry(spec.StartNode); err != nil {
 		return nil, fmt.Errorf("start_node %q: %v", spec.StartNode, err)
 	}
-	rt := &route{spec: spec, name: spec.Method + " " + spec.Path, params: wildcardNames(spec.Path)}
+	rt := &route{spec: spec, name: spec.Method + " " + spec.Path, params: httpspec.WildcardNames(spec.Path)}
 	if spec.Reply == httpspec.ReplyAsync {
 		if err := s.asyncRoute(rt); err != nil {
 			return nil, err
@@ -341,7 +340,7 @@ func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
 		TLSNextProto:   map[string]func(*http.Server, *tls.Conn, http.Handler){}, // HTTP/1.1 only
 	}
 	if s.tls != nil {
-		ln = tls.NewListener(ln, s.tls.config())
+		ln = s.tls.listener(ln)
 	}
 	addr := ln.Addr().String()
 
@@ -490,18 +489,6 @@ func cleanPath(p string) bool {
 		c += "/"
 	}
 	return c == p
-}
-
-// wildcardRE finds a pattern's wildcards ({id}, {rest...}; not {$}).
-var wildcardRE = regexp.MustCompile(`\{([A-Za-z_][A-Za-z0-9_]*)(?:\.\.\.)?\}`)
-
-// wildcardNames lists the names of a route path's wildcards.
-func wildcardNames(p string) []string {
-	var out []string
-	for _, m := range wildcardRE.FindAllStringSubmatch(p, -1) {
-		out = append(out, m[1])
-	}
-	return out
 }
 
 // noParams is trigger.path of a route without wildcards (shared: run

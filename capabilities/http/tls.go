@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -12,6 +13,35 @@ import (
 	"github.com/kilnworks/kiln/capabilities/internal/wfpath"
 	"github.com/kilnworks/kiln/runtime/workflow"
 )
+
+// tlsServer serves [server.tls]: it wraps the listener, and load
+// re-reads the material (SIGHUP).
+type tlsServer interface {
+	listener(net.Listener) net.Listener
+	load() error
+}
+
+// newTLS is newTLSState once EnableTLS ran, else nil. Through it, the
+// TLS server (handshakes, key parsing, signatures: about 370 KB of code)
+// is linked only into programs that call EnableTLS.
+var newTLS func(*workflow.Workflow) (tlsServer, error)
+
+// EnableTLS links [server.tls] support. The generated program calls it
+// when its workflow declares [server.tls], capabilities/all for kiln run.
+func EnableTLS() { newTLS = newTLSState }
+
+// newTLSServer returns nil when the workflow has no [server.tls]. A
+// workflow that declares it in a program that did not call EnableTLS is
+// refused, never served in plain HTTP.
+func newTLSServer(wf *workflow.Workflow) (tlsServer, error) {
+	if wf.Server == nil || wf.Server.TLS == nil {
+		return nil, nil
+	}
+	if newTLS == nil {
+		return nil, errors.New("[server.tls] is declared, but this binary was built without TLS support (http.EnableTLS): build it again with kiln build or go generate")
+	}
+	return newTLS(wf)
+}
 
 // tlsState holds the [server.tls] material. It is re-read on SIGHUP;
 // each handshake picks up the latest config, so rotating a certificate
@@ -21,11 +51,7 @@ type tlsState struct {
 	current                   atomic.Pointer[tls.Config]
 }
 
-// newTLSState returns nil when the workflow has no [server.tls].
-func newTLSState(wf *workflow.Workflow) (*tlsState, error) {
-	if wf.Server == nil || wf.Server.TLS == nil {
-		return nil, nil
-	}
+func newTLSState(wf *workflow.Workflow) (tlsServer, error) {
 	t := wf.Server.TLS
 	if t.CertFile == "" || t.KeyFile == "" {
 		return nil, errors.New("[server.tls] needs cert_file and key_file")
@@ -74,15 +100,16 @@ func (s *tlsState) load() error {
 	return nil
 }
 
-// config is the listener's config: it defers to the latest loaded one.
-func (s *tlsState) config() *tls.Config {
-	return &tls.Config{
+// listener serves TLS on ln with a config that defers to the latest
+// loaded one.
+func (s *tlsState) listener(ln net.Listener) net.Listener {
+	return tls.NewListener(ln, &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"http/1.1"},
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
 			return s.current.Load(), nil
 		},
-	}
+	})
 }
 
 // resolvePath resolves a path declared in the workflow (docs/serve.md).

@@ -199,6 +199,31 @@ key_file = "`+keyPath+`"
 	ts.do(t, "POST", "/hook", `{}`).expect(t, 200)
 }
 
+// A generated program enables TLS only when its workflow declares
+// [server.tls] (as capabilities/all does for kiln run); these tests serve
+// TLS, so they enable it.
+func init() { EnableTLS() }
+
+// TestTLSRefusedWithoutSupport: a workflow declaring [server.tls] in a
+// program that did not link TLS support is refused at start, never
+// served in plain HTTP.
+func TestTLSRefusedWithoutSupport(t *testing.T) {
+	dir := t.TempDir()
+	c, k, _ := newCA(t, "ca").issue(t, "s", true)
+	writeFile(t, filepath.Join(dir, "c.pem"), c)
+	writeFile(t, filepath.Join(dir, "k.pem"), k)
+	h := newHost(t, wf("echo", "\n[server.tls]\ncert_file = \""+dir+"/c.pem\"\nkey_file = \""+dir+"/k.pem\"\n"), setup{})
+	if _, err := New(h, Config{}); err != nil {
+		t.Fatalf("positive control: with TLS support: %v", err)
+	}
+	enabled := newTLS
+	newTLS = nil
+	defer func() { newTLS = enabled }()
+	if _, err := New(h, Config{}); err == nil || !strings.Contains(err.Error(), "built without TLS support") {
+		t.Fatalf("err = %v, want a refusal", err)
+	}
+}
+
 func TestTLSConfigErrors(t *testing.T) {
 	dir := t.TempDir()
 	ca := newCA(t, "ca")

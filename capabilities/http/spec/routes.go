@@ -144,11 +144,25 @@ func register(patterns ...string) (err error) {
 }
 
 // A pattern segment: a literal (unescaped, as ServeMux compares it), a
-// single wildcard {x}, a multi wildcard {x...} or the end marker {$}.
+// single wildcard {x}, a multi wildcard {x...} (name x) or the end marker
+// {$}.
 type segment struct {
 	lit         string
+	name        string
 	wild, multi bool
 	end         bool
+}
+
+// WildcardNames lists the names of the wildcards of a route path that
+// CheckRoutePath accepted, in order ({$} is none).
+func WildcardNames(path string) []string {
+	var out []string
+	for _, s := range patternSegments(RoutePattern("GET", path)) {
+		if s.wild || s.multi {
+			out = append(out, s.name)
+		}
+	}
+	return out
 }
 
 // patternSegments splits a pattern that parses ("METHOD /a/{x}/b").
@@ -160,9 +174,9 @@ func patternSegments(pattern string) []segment {
 		case s == "{$}":
 			out = append(out, segment{end: true})
 		case strings.HasPrefix(s, "{") && strings.HasSuffix(s, "...}"):
-			out = append(out, segment{multi: true})
+			out = append(out, segment{name: s[1 : len(s)-4], multi: true})
 		case strings.HasPrefix(s, "{"):
-			out = append(out, segment{wild: true})
+			out = append(out, segment{name: s[1 : len(s)-1], wild: true})
 		default:
 			lit, err := url.PathUnescape(s)
 			if err != nil {

@@ -46,6 +46,25 @@ func TestCheckRoutePath(t *testing.T) {
 	}
 }
 
+// TestWildcardNames: the names trigger.path is keyed by, in order; {$}
+// names none, and a name is any Go identifier ServeMux accepts.
+func TestWildcardNames(t *testing.T) {
+	for path, want := range map[string]string{
+		"/hook":                  "",
+		"/orders/{id}":           "id",
+		"/files/{dir}/{rest...}": "dir rest",
+		"/a/{x}/b/{$}":           "x",
+		"/a/{_b2}/{café}":        "_b2 café",
+	} {
+		if is := CheckRoutePath("GET", path); len(is) > 0 {
+			t.Fatalf("%s: %v", path, is)
+		}
+		if got := strings.Join(WildcardNames(path), " "); got != want {
+			t.Errorf("WildcardNames(%q) = %q, want %q", path, got, want)
+		}
+	}
+}
+
 // TestRoutePatternExact: a path ending in "/" serves only itself, not the
 // subtree ServeMux would give it.
 func TestRoutePatternExact(t *testing.T) {

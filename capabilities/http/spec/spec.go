@@ -103,7 +103,7 @@ func CheckHMAC(a *workflow.Auth, name string, ctx spec.Context) []spec.Issue {
 	is.EnvKey("secret_env", h.SecretEnv)
 	is.SecretRef(ctx.Workflow(), "secret_name", h.SecretName)
 	for _, hdr := range []struct{ key, val string }{{"header", h.Header}, {"timestamp_header", h.TimestampHeader}} {
-		if hdr.val != "" && !rules.HeaderName.MatchString(hdr.val) {
+		if hdr.val != "" && !rules.IsHeaderName(hdr.val) {
 			is.Add("invalid_auth_binding", "%s %q is not a valid HTTP field name", hdr.key, hdr.val)
 		}
 	}

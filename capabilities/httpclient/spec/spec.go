@@ -72,7 +72,7 @@ func checkHeaders(headers map[string]string, ctx spec.Context) []spec.Issue {
 	var is spec.Issues
 	for _, name := range slices.Sorted(maps.Keys(headers)) {
 		val := headers[name]
-		if !rules.HeaderName.MatchString(name) {
+		if !rules.IsHeaderName(name) {
 			is.Add("invalid_header", "header name %q is not a valid HTTP field name", name)
 		}
 		if strings.ContainsAny(val, "\r\n\x00") {

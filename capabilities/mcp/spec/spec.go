@@ -220,7 +220,7 @@ func HeaderProblems(headers map[string]string) []string {
 	for _, name := range slices.Sorted(maps.Keys(headers)) {
 		val := headers[name]
 		switch {
-		case !rules.HeaderName.MatchString(name):
+		case !rules.IsHeaderName(name):
 			out = append(out, fmt.Sprintf("header name %q is not a valid HTTP field name", name))
 		case slices.Contains(reservedHeaders, http.CanonicalHeaderKey(name)):
 			out = append(out, fmt.Sprintf("header %s is set by the MCP client and cannot be declared", name))
@@ -228,11 +228,21 @@ func HeaderProblems(headers map[string]string) []string {
 		if strings.ContainsAny(val, "\r\n\x00") {
 			out = append(out, fmt.Sprintf("header %s: value contains CR, LF or NUL", name))
 		}
-		if rest := rules.SecretRef.ReplaceAllString(val, ""); strings.Contains(rest, "{{") || strings.Contains(rest, "}}") {
+		if literalHasBraces(val) {
 			out = append(out, fmt.Sprintf("header %s: header values take literals and {{secret:NAME}} placeholders only", name))
 		}
 	}
 	return out
+}
+
+// literalHasBraces reports whether a header value's literal text (all
+// but its {{secret:NAME}} placeholders) holds "{{" or "}}".
+func literalHasBraces(val string) bool {
+	var literal strings.Builder
+	for _, part := range rules.SplitHeaderValue(val) {
+		literal.WriteString(part.Text)
+	}
+	return strings.Contains(literal.String(), "{{") || strings.Contains(literal.String(), "}}")
 }
 
 // HeaderSecrets lists the secret names the headers' placeholders use,
@@ -240,8 +250,10 @@ func HeaderProblems(headers map[string]string) []string {
 func HeaderSecrets(headers map[string]string) []string {
 	var out []string
 	for _, val := range headers {
-		for _, m := range rules.SecretRef.FindAllStringSubmatch(val, -1) {
-			out = append(out, m[1])
+		for _, part := range rules.SplitHeaderValue(val) {
+			if part.Secret != "" {
+				out = append(out, part.Secret)
+			}
 		}
 	}
 	slices.Sort(out)

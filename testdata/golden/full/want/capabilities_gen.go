@@ -17,7 +17,7 @@ import (
 	_ "github.com/kilnworks/kiln/capabilities/data"
 	parsejson "github.com/kilnworks/kiln/capabilities/data/parsejson"
 	fs "github.com/kilnworks/kiln/capabilities/fs"
-	_ "github.com/kilnworks/kiln/capabilities/http"
+	http "github.com/kilnworks/kiln/capabilities/http"
 	httpclient "github.com/kilnworks/kiln/capabilities/httpclient"
 	llm "github.com/kilnworks/kiln/capabilities/llm"
 	_ "github.com/kilnworks/kiln/capabilities/mcp"
@@ -38,6 +38,8 @@ func init() {
 	runtime.RegisterNode(parsejson.KindParseJSON)
 	runtime.RegisterNode(fs.KindReadFile)
 	runtime.RegisterNode(llm.KindLLMInfer)
+	// [server.tls]: TLS serving is linked only when declared.
+	http.EnableTLS()
 	runtime.RegisterNode(httpclient.KindHTTPRequest)
 	runtime.RegisterNode(compose.KindCall)
 }
