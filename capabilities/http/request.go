@@ -15,13 +15,14 @@ const RequestIDHeader = "X-Request-Id"
 const maxRequestID = 128
 
 // requestID is the caller's X-Request-Id when it is 1..128 characters of
-// [A-Za-z0-9._:-] (safe to log and echo), else a fresh random id: an
-// unusable id is replaced, never refused.
-func requestID(r *http.Request) string {
-	if id := r.Header.Get(RequestIDHeader); validRequestID(id) {
-		return id
+// [A-Za-z0-9._:-] (safe to log and echo), else a fresh random id (fresh
+// true): an unusable id is replaced, never refused. A fresh id is also
+// the run's execution id (one id to correlate the reply with the audit).
+func requestID(r *http.Request) (id string, fresh bool) {
+	if vs := r.Header[RequestIDHeader]; len(vs) > 0 && validRequestID(vs[0]) {
+		return vs[0], false
 	}
-	return runtime.NewExecutionID()
+	return runtime.NewExecutionID(), true
 }
 
 func validRequestID(id string) bool {

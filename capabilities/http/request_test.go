@@ -10,9 +10,9 @@ import (
 // TestRequestContract: on a real loopback server a route's run sees the
 // query string (first value per name) in trigger.query, only the headers
 // the route lists in trigger.headers, and the request id (the caller's
-// X-Request-Id, or a generated one when it is missing or unusable) in
-// trigger.request_id, echoed in the reply; a body cannot spoof any of
-// them.
+// X-Request-Id, or a generated one when it is missing or unusable, which
+// is then the run's execution id too) in trigger.request_id, echoed in
+// the reply; a body cannot spoof any of them.
 func TestRequestContract(t *testing.T) {
 	ts := start(t, wf("echo", `headers = ["X-GitHub-Event", "X-Custom"]`), setup{})
 	r := ts.do(t, "POST", "/hook?page=2&page=3&q=a%20b", `{"query":"spoof","headers":{"x-other":"spoof"},"request_id":"spoof"}`,
@@ -45,6 +45,11 @@ func TestRequestContract(t *testing.T) {
 	id := r.header.Get("X-Request-Id")
 	if !regexp.MustCompile(`^[0-9a-f]{24}$`).MatchString(id) || !strings.Contains(r.body, `"request_id":"`+id+`"`) {
 		t.Errorf("generated id %q, body %s", id, r.body)
+	}
+	// A generated id is also the run's execution id; a caller's is not.
+	if log := ts.Audit.String(); !strings.Contains(log, `"msg":"workflow.completed","execution_id":"`+id+`"`) ||
+		strings.Contains(log, `"execution_id":"abc-123"`) {
+		t.Errorf("generated request id %q is not the run's execution id:\n%s", id, log)
 	}
 	// A query string that does not parse is refused, and still echoed.
 	r = ts.do(t, "POST", "/hook?q=%zz", `{}`, "X-Request-Id", "q-1").expect(t, 400)

@@ -544,11 +544,14 @@ func (s *Server) builtin(w http.ResponseWriter, r *http.Request) {
 // code it answered with (for metrics).
 func (s *Server) serveRoute(w http.ResponseWriter, r *http.Request, rt *route, start time.Time) int {
 	// Every reply of the route echoes the request id (request.go).
-	id := requestID(r)
-	w.Header().Set(RequestIDHeader, id)
+	id, fresh := requestID(r)
+	w.Header()[RequestIDHeader] = []string{id}
 	a, code := s.admit(w, r, rt, id)
 	if code != 0 {
 		return code // refused, invalid or replayed: already answered
+	}
+	if fresh {
+		a.runID = id
 	}
 	if rt.async {
 		return s.accept(w, r, rt, a) // async.go
@@ -571,6 +574,7 @@ type admitted struct {
 	trigger map[string]any
 	key     string // the idempotency key claimed ("" = none)
 	tp      string // the caller's traceparent header
+	runID   string // the run's execution id ("" = a new one)
 }
 
 // admit takes a request through the route's checks in the order of
@@ -700,7 +704,7 @@ func (s *Server) runRoute(w http.ResponseWriter, r *http.Request, rt *route, a a
 		}()
 	}
 	rep := s.host.Fire(runtime.WithTraceparent(s.runCtx, a.tp), runtime.RunOptions{
-		Start: rt.spec.StartNode, Trigger: a.trigger, Timeout: s.runTimeout()})
+		Start: rt.spec.StartNode, Trigger: a.trigger, Timeout: s.runTimeout(), ExecutionID: a.runID})
 	code, ctype, out := reply(rep.Outcome)
 	out = runtime.RedactBody(ctype, out) // before it is stored for replays too
 	if s.runCtx.Err() != nil && rep.Outcome.Status == runtime.StatusErrored {
