@@ -225,7 +225,8 @@ bench:
 # JSON nesting checks, which must agree with their decoders on depth, and
 # parse_json's decoder, which must agree with runtime.DecodeJSON, and the
 # header name and {{secret:NAME}} matchers, which must agree with the
-# regular expressions they replace; FUZZTIME=10m for a longer run.
+# regular expressions they replace, and the audit's formatting shortcut,
+# which must write slog's text bytes; FUZZTIME=10m for a longer run.
 FUZZTIME ?= 60s
 fuzz:
 	$(GO) test ./gen -run '^$$' -fuzz '^FuzzLoadValidate$$' -fuzztime $(FUZZTIME)
@@ -233,6 +234,7 @@ fuzz:
 	$(GO) test ./runtime/nesting -run '^$$' -fuzz '^FuzzJSONDepth$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./capabilities/data/parsejson -run '^$$' -fuzz '^FuzzDecodeMatchesRuntime$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./capabilities/spec/rules -run '^$$' -fuzz '^FuzzHeaderMatchers$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./runtime -run '^$$' -fuzz '^FuzzAppendTextLine$$' -fuzztime $(FUZZTIME)
 
 clean:
 	rm -rf $(CACHE)
