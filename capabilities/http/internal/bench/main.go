@@ -306,12 +306,13 @@ type result struct {
 	n        int
 	cpu      time.Duration // process CPU time (user + system), generator included
 	mallocs  uint64        // heap objects allocated, generator included
+	bytes    uint64        // heap bytes allocated, generator included
 }
 
 func (r result) String() string {
-	return fmt.Sprintf("%8.0f req/s  p50 %-9v p99 %-9v  %5.1f µs CPU/req  %4.0f allocs/req  errors %d",
+	return fmt.Sprintf("%8.0f req/s  p50 %-9v p99 %-9v  %5.1f µs CPU/req  %4.0f allocs/req  %5.0f B/req  errors %d",
 		r.rps, r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond),
-		float64(r.cpu.Nanoseconds())/1000/float64(r.n), float64(r.mallocs)/float64(r.n), r.errors)
+		float64(r.cpu.Nanoseconds())/1000/float64(r.n), float64(r.mallocs)/float64(r.n), float64(r.bytes)/float64(r.n), r.errors)
 }
 
 // load sends n POSTs from c workers over keep-alive connections, each
@@ -354,7 +355,7 @@ func load(url string, n, c int) result {
 	goruntime.ReadMemStats(&mem1)
 	slices.Sort(lat)
 	return result{rps: float64(n) / elapsed.Seconds(), p50: lat[n/2], p99: lat[n*99/100], errors: errs.Load(),
-		n: n, cpu: cpu, mallocs: mem1.Mallocs - mem0.Mallocs}
+		n: n, cpu: cpu, mallocs: mem1.Mallocs - mem0.Mallocs, bytes: mem1.TotalAlloc - mem0.TotalAlloc}
 }
 
 // processCPU is the user and system CPU time the process has used.
