@@ -10,6 +10,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -19,7 +20,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -55,12 +55,15 @@ type Options struct {
 	// Sealed marks a sealed binary: it runs only its own workflow, so
 	// --config is refused.
 	Sealed bool
-	// Version is printed by --version ("" = the module version in the
-	// binary's build info).
-	Version string
-	Stdin   io.Reader
-	Stdout  io.Writer
-	Stderr  io.Writer
+	// Version is printed by --version and reported by discovery. When it
+	// is empty, --version prints ModuleVersion, then "(devel)": kiln run
+	// passes its build info's module version there, so the run CLI reads
+	// no build info and sealed binaries do not link its parser.
+	Version       string
+	ModuleVersion string
+	Stdin         io.Reader
+	Stdout        io.Writer
+	Stderr        io.Writer
 	// Env looks up environment variables (nil = os.Getenv).
 	Env func(string) string
 	// Usage is the first line of -h ("" = "usage: PROG [flags] [once|serve]").
@@ -519,13 +522,7 @@ func warnShortSecret(o Options, audit *slog.Logger, name string) {
 }
 
 func versionLine(o Options) string {
-	v := o.Version
-	if v == "" {
-		v = "(devel)"
-		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-			v = bi.Main.Version
-		}
-	}
+	v := cmp.Or(o.Version, o.ModuleVersion, "(devel)")
 	line := o.Prog + " " + v
 	if o.Workflow != nil {
 		line += " (workflow " + o.Workflow.Name + ")"
