@@ -71,6 +71,12 @@ type Options struct {
 	// Build is the program's effective needs and linked families
 	// (preflight.go); nil skips the preflight.
 	Build *Build
+	// Exits says the process ends when Main returns (a sealed binary's
+	// main): SIGINT and SIGTERM then stay registered to the end instead
+	// of being handed back to the runtime, which takes two more hand-offs
+	// with its signal thread. A signal after the run ends is caught and
+	// changes nothing.
+	Exits bool
 }
 
 // settings are the parsed flags, after environment fallbacks. New flags
@@ -307,7 +313,11 @@ func Main(args []string, o Options) int {
 	if early {
 		notify()
 	}
-	defer func() { stop() }()
+	defer func() {
+		if !o.Exits {
+			stop()
+		}
+	}()
 	defer closeExts()
 	if s.durable.list && !sharedState(o.Workflow) { // a shared store is listed after Setup (runDurable)
 		return listCheckpoints(ctx, host, o, fail)
