@@ -23,23 +23,7 @@ import (
 // Main runs the sealed binary and exits with the CLI's exit code.
 // manifestBlob is the marker-wrapped manifest (manifest.Wrap).
 func Main(wf *workflow.Workflow, manifestBlob []byte) {
-	growStack(nil)
 	os.Exit(Run(os.Args[1:], wf, manifestBlob, Options{Prog: filepath.Base(os.Args[0]), Exits: true}))
-}
-
-// growStack grows the goroutine's stack to 32 KiB while it is shallow.
-// Start-up goes deeper than the initial 8 KiB (decoding the manifest,
-// loading the time zone before confinement) and would grow it twice, each
-// time copying a deep stack and walking all its frames; a frame this large
-// makes it grow once, here, where copying costs nearly nothing.
-//
-//go:noinline
-func growStack(b []byte) byte {
-	var pad [20 << 10]byte
-	if b == nil {
-		b = pad[:]
-	}
-	return b[len(b)-1]
 }
 
 // Options are the process details Run needs; zero values mean the real
