@@ -128,9 +128,22 @@ func defineFlags(fs *flag.FlagSet, s *settings) {
 // noEnv lists flags without an environment fallback.
 var noEnv = map[string]bool{"config": true, "version": true}
 
-// EnvName is the environment variable standing in for a flag.
+// EnvName is the environment variable standing in for a flag: KILN_, then
+// the name in upper case with '-' as '_'. Flag names are ASCII; every
+// start computes this for each flag, so it is one allocation.
 func EnvName(flagName string) string {
-	return "KILN_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+	b := append(make([]byte, 0, len("KILN_")+len(flagName)), "KILN_"...)
+	for i := range len(flagName) {
+		switch c := flagName[i]; {
+		case 'a' <= c && c <= 'z':
+			b = append(b, c-'a'+'A')
+		case c == '-':
+			b = append(b, '_')
+		default:
+			b = append(b, c)
+		}
+	}
+	return string(b)
 }
 
 // Main runs the CLI and returns the process exit code.

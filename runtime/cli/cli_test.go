@@ -415,3 +415,18 @@ func TestServeModeInference(t *testing.T) {
 		}
 	}
 }
+
+// TestEnvNameOfEveryFlag: each flag's variable is KILN_ and its name upper
+// cased with '-' as '_', as the docs promise (KILN_STATE_DIR).
+func TestEnvNameOfEveryFlag(t *testing.T) {
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	defineFlags(fs, &settings{})
+	fs.VisitAll(func(f *flag.Flag) {
+		if got, want := EnvName(f.Name), "KILN_"+strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_")); got != want {
+			t.Errorf("EnvName(%q) = %q, want %q", f.Name, got, want)
+		}
+	})
+	if got := EnvName("state-dir"); got != "KILN_STATE_DIR" {
+		t.Errorf("EnvName(state-dir) = %q", got)
+	}
+}
