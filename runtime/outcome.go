@@ -34,52 +34,47 @@ type Outcome struct {
 	Err *Error
 }
 
-// MarshalJSON renders the outcome in the wire shape of its status.
+// MarshalJSON renders the outcome in the wire shape of its status, its
+// fields in the documented order (status first), so people reading the
+// output see the verdict before the details. The object is assembled here,
+// each value encoded on its own: a struct's encoder is built by reflection
+// on first use, which every one-shot binary would pay before printing.
 func (o *Outcome) MarshalJSON() ([]byte, error) {
-	// Field order is the documented one (status first), so people
-	// reading the output see the verdict before the details.
 	var last any
 	if o.LastNode != "" {
 		last = o.LastNode
 	}
+	var kv []any // keys and values, alternating
 	switch o.Status {
 	case StatusCompleted:
-		return EncodeJSON(struct {
-			Status       string        `json:"status"`
-			FinalValue   any           `json:"final_value"`
-			LastNode     any           `json:"last_node"`
-			HTTPResponse *HTTPResponse `json:"http_response,omitempty"`
-		}{o.Status, o.FinalValue, last, o.HTTPResponse})
+		kv = []any{"status", o.Status, "final_value", o.FinalValue, "last_node", last}
+		if o.HTTPResponse != nil {
+			kv = append(kv, "http_response", o.HTTPResponse)
+		}
 	case StatusFailed:
-		return EncodeJSON(struct {
-			Status   string `json:"status"`
-			Reason   string `json:"reason"`
-			LastNode any    `json:"last_node"`
-		}{o.Status, o.Reason, last})
+		kv = []any{"status", o.Status, "reason", o.Reason, "last_node", last}
 	case StatusTimedOut:
-		return EncodeJSON(struct {
-			Status    string `json:"status"`
-			ElapsedMS int64  `json:"elapsed_ms"`
-			LastNode  any    `json:"last_node"`
-		}{o.Status, o.ElapsedMS, last})
+		kv = []any{"status", o.Status, "elapsed_ms", o.ElapsedMS, "last_node", last}
 	case StatusPaused:
-		return EncodeJSON(struct {
-			Status   string `json:"status"`
-			RunID    string `json:"run_id"`
-			LastNode any    `json:"last_node"`
-			Reason   string `json:"reason"`
-		}{o.Status, o.RunID, last, o.Reason})
+		kv = []any{"status", o.Status, "run_id", o.RunID, "last_node", last, "reason", o.Reason}
+	default:
+		kv = []any{"status", o.Status, "error", o.Reason}
+		if o.Err != nil && o.Err.Class != "" {
+			kv = append(kv, "error_class", string(o.Err.Class))
+		}
+		kv = append(kv, "last_node", last)
 	}
-	class := ""
-	if o.Err != nil {
-		class = string(o.Err.Class)
+	b := []byte{'{'}
+	for i := 0; i < len(kv); i += 2 {
+		v, err := EncodeJSON(kv[i+1])
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(append(append(b, '"'), kv[i].(string)...), '"', ':'), v...)
+		b = append(b, ',')
 	}
-	return EncodeJSON(struct {
-		Status     string `json:"status"`
-		Error      string `json:"error"`
-		ErrorClass string `json:"error_class,omitempty"`
-		LastNode   any    `json:"last_node"`
-	}{o.Status, o.Reason, class, last})
+	b[len(b)-1] = '}'
+	return b, nil
 }
 
 // TraceEntry is one executed node.

@@ -127,6 +127,14 @@ func (e *jsonEncoder) release() {
 // EncodeJSONIndent is EncodeJSON with two-space indentation.
 func EncodeJSONIndent(v any) ([]byte, error) {
 	var buf bytes.Buffer
+	if o, ok := v.(*Outcome); ok && o != nil {
+		// Its own encoding, indented: no encoder is built for *Outcome.
+		b, err := o.MarshalJSON()
+		if err == nil {
+			err = json.Indent(&buf, b, "", "  ")
+		}
+		return buf.Bytes(), err
+	}
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")

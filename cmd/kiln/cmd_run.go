@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"runtime/debug"
 	"strings"
 
 	_ "github.com/kilnworks/kiln/capabilities/all" // every family: kiln run/test link everything
@@ -69,8 +70,12 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
+	var version string
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		version = bi.Main.Version
+	}
 	return cli.Main(rest, cli.Options{Prog: "kiln", Workflow: wf, Stdout: stdout, Stderr: stderr, Build: build,
-		Usage: "usage: kiln run " + path + " [flags] [once|serve]"})
+		ModuleVersion: version, Usage: "usage: kiln run " + path + " [flags] [once|serve]"})
 }
 
 // workflowArg takes the workflow path from the first argument or from

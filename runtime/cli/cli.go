@@ -10,6 +10,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -19,7 +20,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -55,12 +55,15 @@ type Options struct {
 	// Sealed marks a sealed binary: it runs only its own workflow, so
 	// --config is refused.
 	Sealed bool
-	// Version is printed by --version ("" = the module version in the
-	// binary's build info).
-	Version string
-	Stdin   io.Reader
-	Stdout  io.Writer
-	Stderr  io.Writer
+	// Version is printed by --version and reported by discovery. When it
+	// is empty, --version prints ModuleVersion, then "(devel)": kiln run
+	// passes its build info's module version there, so the run CLI reads
+	// no build info and sealed binaries do not link its parser.
+	Version       string
+	ModuleVersion string
+	Stdin         io.Reader
+	Stdout        io.Writer
+	Stderr        io.Writer
 	// Env looks up environment variables (nil = os.Getenv).
 	Env func(string) string
 	// Usage is the first line of -h ("" = "usage: PROG [flags] [once|serve]").
@@ -68,6 +71,12 @@ type Options struct {
 	// Build is the program's effective needs and linked families
 	// (preflight.go); nil skips the preflight.
 	Build *Build
+	// Exits says the process ends when Main returns (a sealed binary's
+	// main): SIGINT and SIGTERM then stay registered to the end instead
+	// of being handed back to the runtime, which takes two more hand-offs
+	// with its signal thread. A signal after the run ends is caught and
+	// changes nothing.
+	Exits bool
 }
 
 // settings are the parsed flags, after environment fallbacks. New flags
@@ -119,9 +128,22 @@ func defineFlags(fs *flag.FlagSet, s *settings) {
 // noEnv lists flags without an environment fallback.
 var noEnv = map[string]bool{"config": true, "version": true}
 
-// EnvName is the environment variable standing in for a flag.
+// EnvName is the environment variable standing in for a flag: KILN_, then
+// the name in upper case with '-' as '_'. Flag names are ASCII; every
+// start computes this for each flag, so it is one allocation.
 func EnvName(flagName string) string {
-	return "KILN_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+	b := append(make([]byte, 0, len("KILN_")+len(flagName)), "KILN_"...)
+	for i := range len(flagName) {
+		switch c := flagName[i]; {
+		case 'a' <= c && c <= 'z':
+			b = append(b, c-'a'+'A')
+		case c == '-':
+			b = append(b, '_')
+		default:
+			b = append(b, c)
+		}
+	}
+	return string(b)
 }
 
 // Main runs the CLI and returns the process exit code.
@@ -304,7 +326,11 @@ func Main(args []string, o Options) int {
 	if early {
 		notify()
 	}
-	defer func() { stop() }()
+	defer func() {
+		if !o.Exits {
+			stop()
+		}
+	}()
 	defer closeExts()
 	if s.durable.list && !sharedState(o.Workflow) { // a shared store is listed after Setup (runDurable)
 		return listCheckpoints(ctx, host, o, fail)
@@ -519,13 +545,7 @@ func warnShortSecret(o Options, audit *slog.Logger, name string) {
 }
 
 func versionLine(o Options) string {
-	v := o.Version
-	if v == "" {
-		v = "(devel)"
-		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-			v = bi.Main.Version
-		}
-	}
+	v := cmp.Or(o.Version, o.ModuleVersion, "(devel)")
 	line := o.Prog + " " + v
 	if o.Workflow != nil {
 		line += " (workflow " + o.Workflow.Name + ")"

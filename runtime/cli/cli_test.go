@@ -241,6 +241,17 @@ func TestUsageErrors(t *testing.T) {
 	if r.code != ExitOK || !strings.HasPrefix(r.stdout, "agent ") || !strings.Contains(r.stdout, "(workflow w)") {
 		t.Fatalf("version: %d %q", r.code, r.stdout)
 	}
+	for _, c := range []struct{ version, module, want string }{
+		{"", "", "agent (devel) (workflow w)\n"},
+		{"", "v1.2.3", "agent v1.2.3 (workflow w)\n"}, // kiln run's module version
+		{"v9.9.9", "v1.2.3", "agent v9.9.9 (workflow w)\n"},
+	} {
+		out.Reset()
+		Main([]string{"--version"}, Options{Prog: "agent", Workflow: wf, Version: c.version, ModuleVersion: c.module, Stdout: &out, Stderr: &errb})
+		if out.String() != c.want {
+			t.Errorf("--version with Version %q, ModuleVersion %q: %q, want %q", c.version, c.module, out.String(), c.want)
+		}
+	}
 	r = run(t, wf, nil, "", "-h")
 	if r.code != ExitOK || !strings.Contains(r.stderr, "-state-dir") || !strings.Contains(r.stderr, "-clitest-flag") {
 		t.Fatalf("help: %d %s", r.code, r.stderr)
@@ -402,5 +413,20 @@ func TestServeModeInference(t *testing.T) {
 		if err != nil || got != c.want {
 			t.Errorf("case %d: %v %v", i, got, err)
 		}
+	}
+}
+
+// TestEnvNameOfEveryFlag: each flag's variable is KILN_ and its name upper
+// cased with '-' as '_', as the docs promise (KILN_STATE_DIR).
+func TestEnvNameOfEveryFlag(t *testing.T) {
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	defineFlags(fs, &settings{})
+	fs.VisitAll(func(f *flag.Flag) {
+		if got, want := EnvName(f.Name), "KILN_"+strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_")); got != want {
+			t.Errorf("EnvName(%q) = %q, want %q", f.Name, got, want)
+		}
+	})
+	if got := EnvName("state-dir"); got != "KILN_STATE_DIR" {
+		t.Errorf("EnvName(state-dir) = %q", got)
 	}
 }

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"bytes"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -10,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/kilnworks/kiln/runtime/needs"
 	"github.com/kilnworks/kiln/runtime/workflow"
@@ -189,4 +192,26 @@ func TestPreflightReportDetails(t *testing.T) {
 	if r.code != ExitBlocked || !strings.Contains(r.stderr, "refusing to start: unmet needs secret:EMPTY (see `needs`") {
 		t.Errorf("blocked start: exit %d, %s", r.code, r.stderr)
 	}
+}
+
+// TestExitsLeavesSignalsCaught: with Exits (a sealed binary's main), SIGINT
+// and SIGTERM stay caught after Main returns instead of being handed back
+// to the runtime, so a signal between the end of the run and the exit
+// changes nothing: here the child survives its own SIGTERM.
+func TestExitsLeavesSignalsCaught(t *testing.T) {
+	if !inChild(t, "signals: all checks ran") {
+		return
+	}
+	wf := simpleWF("w", workflow.Node{ID: "echo", Type: "cli_echo"})
+	var out, errb bytes.Buffer
+	code := Main([]string{"--quiet"}, Options{Prog: "agent", Workflow: wf, Exits: true, Stdout: &out, Stderr: &errb,
+		Env: func(string) string { return "" }})
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // a SIGTERM not caught ends the process before this returns
+	fmt.Println("signals: all checks ran")
 }

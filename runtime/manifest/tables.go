@@ -27,7 +27,7 @@ import (
 // start-up; TestTablesDigestIsJSON keeps the two byte-identical.
 func TablesDigest(wf *workflow.Workflow) (string, error) {
 	e := &encoder{fields: map[reflect.Type][]field{}}
-	data, err := e.append(make([]byte, 0, 16<<10), reflect.ValueOf(withoutSource(wf)))
+	data, err := e.append(nil, reflect.ValueOf(withoutSource(wf)))
 	if err != nil {
 		return "", err
 	}

@@ -23,7 +23,7 @@ import (
 // Main runs the sealed binary and exits with the CLI's exit code.
 // manifestBlob is the marker-wrapped manifest (manifest.Wrap).
 func Main(wf *workflow.Workflow, manifestBlob []byte) {
-	os.Exit(Run(os.Args[1:], wf, manifestBlob, Options{Prog: filepath.Base(os.Args[0])}))
+	os.Exit(Run(os.Args[1:], wf, manifestBlob, Options{Prog: filepath.Base(os.Args[0]), Exits: true}))
 }
 
 // Options are the process details Run needs; zero values mean the real
@@ -32,6 +32,7 @@ type Options struct {
 	Prog   string
 	Stdout io.Writer
 	Stderr io.Writer
+	Exits  bool // the process exits when Run returns (cli.Options.Exits)
 }
 
 // Run is Main without the exit, for tests.
@@ -100,6 +101,7 @@ func Run(args []string, wf *workflow.Workflow, manifestBlob []byte, o Options) i
 		Stdout:   o.Stdout,
 		Stderr:   o.Stderr,
 		Build:    b,
+		Exits:    o.Exits,
 	})
 }
 
