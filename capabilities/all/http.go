@@ -10,4 +10,6 @@ import (
 
 func init() {
 	http.EnableTLS()
+	http.EnableAsync()
+	http.EnableIdempotency()
 }
