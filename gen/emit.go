@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -295,8 +296,9 @@ func (e *emitter) workflowFile() error {
 // kinds the tree uses (its nodes' and its agent loops' tools). Families
 // register no kind themselves, so the code of every kind no node uses is
 // left out of any build of the generated package, with or without tags.
-// Likewise the routes family's TLS server, async routes and keyed routes
-// are enabled, and so linked, only when the workflow declares them.
+// Likewise the routes family's auth kinds, TLS server, async routes and
+// keyed routes are registered or enabled, and so linked, only when the
+// workflow's routes use them.
 func (e *emitter) capabilitiesFile() error {
 	f := e.newFile()
 	kinds := map[string][]string{} // family id -> kinds used
@@ -316,6 +318,12 @@ func (e *emitter) capabilitiesFile() error {
 			register = append(register, jen.Qual(runtimePkg, "RegisterNode").Call(jen.Qual(pkg, kindVar(k))))
 		}
 		if cat.Routes {
+			for _, a := range e.plan.Manifest.AuthKinds {
+				if slices.Contains(cat.AuthKinds, a) {
+					linked = true
+					register = append(register, jen.Qual(fam.Package, "RegisterAuthKind").Call(jen.Qual(fam.Package, "Auth"+strings.TrimPrefix(kindVar(a), "Kind"))))
+				}
+			}
 			for _, enable := range e.routeSupport() {
 				linked = true
 				register = append(register, jen.Comment(enable[1]+" linked only when declared."), jen.Qual(fam.Package, enable[0]).Call())
@@ -379,7 +387,7 @@ func kindVar(k string) string {
 	for _, w := range strings.Split(k, "_") {
 		switch w {
 		case "":
-		case "http", "json", "llm", "mcp":
+		case "http", "json", "llm", "mcp", "hmac", "mtls":
 			name += strings.ToUpper(w)
 		default:
 			name += strings.ToUpper(w[:1]) + w[1:]

@@ -9,6 +9,7 @@ import (
 )
 
 func init() {
+	http.RegisterAuthKinds()
 	http.EnableTLS()
 	http.EnableAsync()
 	http.EnableIdempotency()
