@@ -218,8 +218,12 @@ func (s *Server) newRoute(spec workflow.HTTPRoute) (*route, error) {
 	kind, binding := parseAuthRef(spec.Auth)
 	if kind != "" {
 		if _, ok := lookupAuthKind(kind); !ok {
-			return nil, fmt.Errorf("auth kind %q is not compiled into this binary (compiled in: %s); refusing to serve the route open",
-				kind, strings.Join(registeredAuthKinds(), ", "))
+			compiled := strings.Join(registeredAuthKinds(), ", ")
+			if compiled == "" {
+				compiled = "none"
+			}
+			return nil, fmt.Errorf("auth kind %q is not compiled into this binary (compiled in: %s; a generated program registers those its routes use: build it again with kiln build or go generate); refusing to serve the route open",
+				kind, compiled)
 		}
 		rt.authKind, rt.authRef = kind, kind+":"+binding
 	}
