@@ -11,12 +11,14 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/dave/jennifer/jen"
 
 	"github.com/kilnworks/kiln/capabilities/catalog"
+	httpspec "github.com/kilnworks/kiln/capabilities/http/spec"
 	"github.com/kilnworks/kiln/gen/graph"
 	"github.com/kilnworks/kiln/runtime"
 	"github.com/kilnworks/kiln/runtime/manifest"
@@ -294,8 +296,9 @@ func (e *emitter) workflowFile() error {
 // kinds the tree uses (its nodes' and its agent loops' tools). Families
 // register no kind themselves, so the code of every kind no node uses is
 // left out of any build of the generated package, with or without tags.
-// Likewise the routes family's TLS server is enabled, and so linked, only
-// when the workflow declares [server.tls].
+// Likewise the routes family's auth kinds, TLS server, async routes and
+// keyed routes are registered or enabled, and so linked, only when the
+// workflow's routes use them.
 func (e *emitter) capabilitiesFile() error {
 	f := e.newFile()
 	kinds := map[string][]string{} // family id -> kinds used
@@ -314,9 +317,17 @@ func (e *emitter) capabilitiesFile() error {
 			linked = linked || pkg == fam.Package
 			register = append(register, jen.Qual(runtimePkg, "RegisterNode").Call(jen.Qual(pkg, kindVar(k))))
 		}
-		if cat.Routes && e.plan.Workflow.Server != nil && e.plan.Workflow.Server.TLS != nil {
-			linked = true
-			register = append(register, jen.Comment("[server.tls]: TLS serving is linked only when declared."), jen.Qual(fam.Package, "EnableTLS").Call())
+		if cat.Routes {
+			for _, a := range e.plan.Manifest.AuthKinds {
+				if slices.Contains(cat.AuthKinds, a) {
+					linked = true
+					register = append(register, jen.Qual(fam.Package, "RegisterAuthKind").Call(jen.Qual(fam.Package, "Auth"+strings.TrimPrefix(kindVar(a), "Kind"))))
+				}
+			}
+			for _, enable := range e.routeSupport() {
+				linked = true
+				register = append(register, jen.Comment(enable[1]+" linked only when declared."), jen.Qual(fam.Package, enable[0]).Call())
+			}
 		}
 		if !linked {
 			f.Anon(fam.Package)
@@ -328,6 +339,29 @@ func (e *emitter) capabilitiesFile() error {
 		f.Func().Id("init").Params().Block(register...)
 	}
 	return e.render(FileCapabilities, f)
+}
+
+// routeSupport lists the routes family's Enable functions the workflow
+// needs, each with what declares it: a program without one refuses a
+// workflow declaring it.
+func (e *emitter) routeSupport() [][2]string {
+	wf := e.plan.Workflow
+	var async, keyed bool
+	for _, r := range wf.HTTPRoutes {
+		async = async || r.Reply == httpspec.ReplyAsync
+		keyed = keyed || r.IdempotencyKey != ""
+	}
+	var out [][2]string
+	if wf.Server != nil && wf.Server.TLS != nil {
+		out = append(out, [2]string{"EnableTLS", "[server.tls]: TLS serving is"})
+	}
+	if async {
+		out = append(out, [2]string{"EnableAsync", `reply = "async": async routes are`})
+	}
+	if keyed {
+		out = append(out, [2]string{"EnableIdempotency", "idempotency_key: keyed routes are"})
+	}
+	return out
 }
 
 // usedKinds lists, sorted, the node kinds of the tree's nodes and of its
@@ -353,7 +387,7 @@ func kindVar(k string) string {
 	for _, w := range strings.Split(k, "_") {
 		switch w {
 		case "":
-		case "http", "json", "llm", "mcp":
+		case "http", "json", "llm", "mcp", "hmac", "mtls":
 			name += strings.ToUpper(w)
 		default:
 			name += strings.ToUpper(w[:1]) + w[1:]

@@ -19,8 +19,9 @@ var update = flag.Bool("update", false, "rewrite the per-family files from the c
 // familyFile is the source of the file that links family f and
 // registers all its node kinds, from the family package and from its kind
 // packages (families register none from init). The family serving routes
-// also enables [server.tls] support, which generated programs link only
-// when their workflow declares it.
+// also registers its auth kinds and enables [server.tls], async routes and
+// idempotency keys, which generated programs link only when their
+// workflow declares them.
 func familyFile(f catalog.Family) []byte {
 	var imports, calls string
 	// Every package declaring kinds of f (its own, and those of
@@ -37,7 +38,7 @@ func familyFile(f catalog.Family) []byte {
 		if !strings.Contains(imports, fmt.Sprintf("%q", f.Package)) {
 			imports = fmt.Sprintf("%s %q\n", f.ID, f.Package) + imports
 		}
-		calls += f.ID + ".EnableTLS()\n"
+		calls += f.ID + ".RegisterAuthKinds()\n" + f.ID + ".EnableTLS()\n" + f.ID + ".EnableAsync()\n" + f.ID + ".EnableIdempotency()\n"
 	}
 	src := fmt.Sprintf(`// Code generated from capabilities/catalog by TestFilesMatchCatalog; DO NOT EDIT.
 

@@ -9,5 +9,8 @@ import (
 )
 
 func init() {
+	http.RegisterAuthKinds()
 	http.EnableTLS()
+	http.EnableAsync()
+	http.EnableIdempotency()
 }

@@ -28,6 +28,35 @@ const MaxOutcomeBytes = 1 << 20
 // (readers never see one past its retention either way).
 const sweepEvery = 10 * time.Minute
 
+// asyncCode is the code of async routes, of GET /v1/runs and of resuming
+// interrupted runs at start. It is set by EnableAsync, so a program that
+// does not call it links none of it, nor the run store.
+type asyncCode struct {
+	route     func(*Server, *route) error
+	accept    func(*Server, http.ResponseWriter, *http.Request, *route, admitted) int
+	runStatus func(*Server, http.ResponseWriter, *http.Request)
+	resume    func(*Server, context.Context)
+	location  func(http.ResponseWriter, []byte)
+}
+
+var asyncServing *asyncCode
+
+// EnableAsync links async routes (reply = "async"). The generated program
+// calls it when its workflow declares one, capabilities/all for kiln run.
+func EnableAsync() {
+	asyncServing = &asyncCode{
+		route:     (*Server).asyncRoute,
+		accept:    (*Server).accept,
+		runStatus: (*Server).serveRunStatus,
+		resume:    (*Server).resumeInterrupted,
+		location:  setLocation,
+	}
+}
+
+// errNoAsync refuses an async route in a program without EnableAsync:
+// it is never served as a sync one.
+var errNoAsync = errors.New(`reply = "async" is declared, but this binary was built without async route support (http.EnableAsync): build it again with kiln build or go generate`)
+
 // asyncRoute makes rt an async route: it needs a run store (a state
 // directory, or a shared state backend), as a keyed route needs a claim
 // store.
@@ -257,7 +286,7 @@ func (s *Server) sweepRuns() *time.Ticker {
 	return time.NewTicker(sweepEvery)
 }
 
-// serveRunStatus answers GET /v1/runs/{id}.
+// serveRunStatus answers GET /v1/runs/{id} on a server with async routes.
 //
 // A record is guarded by the auth of the route that accepted it. So that
 // the answer does not tell a caller whether a run it may not read exists,
@@ -269,10 +298,6 @@ func (s *Server) sweepRuns() *time.Ticker {
 // between auth kinds.
 func (s *Server) serveRunStatus(w http.ResponseWriter, r *http.Request) {
 	id, _ := strings.CutPrefix(r.URL.Path, httpspec.RunsPath+"/")
-	if s.runs == nil {
-		writeJSON(w, http.StatusNotFound, map[string]any{"error": "not found"})
-		return
-	}
 	// Every async route's auth is checked whatever the id, so the work
 	// done (and its time) does not depend on whether a record exists.
 	failed, code := s.checkAsyncAuth(w, r)

@@ -429,3 +429,28 @@ func TestAsyncDrainOnSIGTERM(t *testing.T) {
 		}
 	}
 }
+
+// A generated program enables async routes only when its workflow
+// declares one (as capabilities/all does for kiln run); these tests serve
+// them, so they enable them.
+func init() { EnableAsync() }
+
+// TestAsyncRefusedWithoutSupport: an async route in a program that did
+// not link async support is refused at start, naming the route, never
+// served as a sync route; without async routes GET /v1/runs/{id} is a 404.
+func TestAsyncRefusedWithoutSupport(t *testing.T) {
+	h := newHost(t, wf("respond", `reply = "async"`), setup{})
+	if _, err := New(h, Config{}); err != nil {
+		t.Fatalf("positive control: with async support: %v", err)
+	}
+	enabled := asyncServing
+	asyncServing = nil
+	defer func() { asyncServing = enabled }()
+	_, err := New(h, Config{})
+	if err == nil || !strings.Contains(err.Error(), "POST /hook") || !strings.Contains(err.Error(), "built without async route support") {
+		t.Fatalf("err = %v, want a refusal naming the route", err)
+	}
+	ts := start(t, wf("respond", ""), setup{})
+	ts.do(t, "POST", "/hook", `{}`).expect(t, 201)
+	ts.do(t, "GET", "/v1/runs/"+strings.Repeat("a", 32), "").expect(t, 404)
+}

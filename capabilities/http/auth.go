@@ -87,11 +87,22 @@ func parseAuthRef(ref string) (kind, binding string) {
 	return kind, binding
 }
 
-func init() {
-	RegisterAuthKind(AuthKind{Name: "bearer", New: newBearer})
-	RegisterAuthKind(AuthKind{Name: "basic", New: newBasic})
-	RegisterAuthKind(AuthKind{Name: "hmac", New: newHMAC})
-	RegisterAuthKind(AuthKind{Name: "mtls", New: newMTLS})
+// The built-in auth kinds. The generated program registers those its
+// routes use, so the others are not linked; a route whose kind is not
+// registered is refused at start, never served open.
+var (
+	AuthBearer = AuthKind{Name: "bearer", New: newBearer}
+	AuthBasic  = AuthKind{Name: "basic", New: newBasic}
+	AuthHMAC   = AuthKind{Name: "hmac", New: newHMAC}
+	AuthMTLS   = AuthKind{Name: "mtls", New: newMTLS}
+)
+
+// RegisterAuthKinds registers every built-in auth kind (capabilities/all,
+// for kiln run).
+func RegisterAuthKinds() {
+	for _, k := range []AuthKind{AuthBearer, AuthBasic, AuthHMAC, AuthMTLS} {
+		RegisterAuthKind(k)
+	}
 }
 
 // secretLines gathers newline-separated entries from an environment

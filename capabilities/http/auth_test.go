@@ -360,3 +360,29 @@ ca_file = "clients.pem"
 	}
 	ts.do(t, "POST", "/hook", `{}`, "Authorization", "Bearer a, Bearer b").expect(t, 400)
 }
+
+// A generated program registers the built-in auth kinds its routes use
+// (capabilities/all registers them all, for kiln run); these tests use
+// them all.
+func init() { RegisterAuthKinds() }
+
+// TestAuthKindRefusedUnlessRegistered: a route whose built-in auth kind
+// the program did not register is refused at start, naming the route,
+// never served open.
+func TestAuthKindRefusedUnlessRegistered(t *testing.T) {
+	h := newHost(t, wf("echo", `auth = "bearer:ci"`)+`
+[auth.bearer.ci]
+tokens = ["t0ken-long-enough-for-the-check"]
+`, setup{})
+	if _, err := New(h, Config{}); err != nil {
+		t.Fatalf("positive control: with bearer registered: %v", err)
+	}
+	authMu.Lock()
+	delete(authKinds, "bearer")
+	authMu.Unlock()
+	defer RegisterAuthKind(AuthBearer)
+	_, err := New(h, Config{})
+	if err == nil || !strings.Contains(err.Error(), "POST /hook") || !strings.Contains(err.Error(), `auth kind "bearer" is not compiled into this binary`) {
+		t.Fatalf("err = %v, want a refusal naming the route", err)
+	}
+}

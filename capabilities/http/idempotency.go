@@ -5,12 +5,35 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/kilnworks/kiln/runtime"
 )
+
+// idempotencyCode is the code of keyed routes (idempotency_key): the
+// claim store (the state directory's, unless a backend is installed) and
+// the key's extraction. It is set by EnableIdempotency, so a program that
+// does not call it links neither.
+type idempotencyCode struct {
+	store func(*runtime.Engine) runtime.ClaimStore
+	key   func(spec string, trigger map[string]any, body []byte) (string, error)
+}
+
+var idempotency *idempotencyCode
+
+// EnableIdempotency links keyed routes. The generated program calls it
+// when its workflow declares an idempotency_key, capabilities/all for
+// kiln run.
+func EnableIdempotency() {
+	idempotency = &idempotencyCode{store: runtime.ClaimStoreFor, key: idempotencyKey}
+}
+
+// errNoIdempotency refuses a keyed route in a program without
+// EnableIdempotency: it is never served without its replay guarantee.
+var errNoIdempotency = errors.New("idempotency_key is declared, but this binary was built without idempotency support (http.EnableIdempotency): build it again with kiln build or go generate")
 
 // idemStore is the server's view of the process's claim store
 // (runtime.ClaimStore: the state directory by default, or a shared

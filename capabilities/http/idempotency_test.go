@@ -305,3 +305,25 @@ func TestIdempotencySweep(t *testing.T) {
 		t.Fatalf("after the holder exits: %d %v %v", claim, takenOver, err)
 	}
 }
+
+// A generated program enables keyed routes only when its workflow
+// declares one (as capabilities/all does for kiln run); these tests serve
+// them, so they enable them.
+func init() { EnableIdempotency() }
+
+// TestIdempotencyRefusedWithoutSupport: a keyed route in a program that
+// did not link idempotency support is refused at start, naming the route,
+// never served without its replay guarantee.
+func TestIdempotencyRefusedWithoutSupport(t *testing.T) {
+	h := newHost(t, wf("respond", `idempotency_key = "body_sha256"`), setup{})
+	if _, err := New(h, Config{}); err != nil {
+		t.Fatalf("positive control: with idempotency support: %v", err)
+	}
+	enabled := idempotency
+	idempotency = nil
+	defer func() { idempotency = enabled }()
+	_, err := New(h, Config{})
+	if err == nil || !strings.Contains(err.Error(), "POST /hook") || !strings.Contains(err.Error(), "built without idempotency support") {
+		t.Fatalf("err = %v, want a refusal naming the route", err)
+	}
+}

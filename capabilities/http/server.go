@@ -202,7 +202,10 @@ func (s *Server) newRoute(spec workflow.HTTPRoute) (*route, error) {
 	}
 	rt := &route{spec: spec, name: spec.Method + " " + spec.Path, params: httpspec.WildcardNames(spec.Path)}
 	if spec.Reply == httpspec.ReplyAsync {
-		if err := s.asyncRoute(rt); err != nil {
+		if asyncServing == nil {
+			return nil, errNoAsync
+		}
+		if err := asyncServing.route(s, rt); err != nil {
 			return nil, err
 		}
 	}
@@ -215,8 +218,12 @@ func (s *Server) newRoute(spec workflow.HTTPRoute) (*route, error) {
 	kind, binding := parseAuthRef(spec.Auth)
 	if kind != "" {
 		if _, ok := lookupAuthKind(kind); !ok {
-			return nil, fmt.Errorf("auth kind %q is not compiled into this binary (compiled in: %s); refusing to serve the route open",
-				kind, strings.Join(registeredAuthKinds(), ", "))
+			compiled := strings.Join(registeredAuthKinds(), ", ")
+			if compiled == "" {
+				compiled = "none"
+			}
+			return nil, fmt.Errorf("auth kind %q is not compiled into this binary (compiled in: %s; a generated program registers those its routes use: build it again with kiln build or go generate); refusing to serve the route open",
+				kind, compiled)
 		}
 		rt.authKind, rt.authRef = kind, kind+":"+binding
 	}
@@ -228,7 +235,10 @@ func (s *Server) newRoute(spec workflow.HTTPRoute) (*route, error) {
 		rt.schema = sch
 	}
 	if spec.IdempotencyKey != "" {
-		store := runtime.ClaimStoreFor(h.Engine)
+		if idempotency == nil {
+			return nil, errNoIdempotency
+		}
+		store := idempotency.store(h.Engine)
 		if store == nil {
 			return nil, errors.New("idempotency_key needs a state directory (--state-dir)")
 		}
@@ -326,7 +336,9 @@ func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
 	}
 	sweep := s.sweepRuns() // async.go
 	defer sweep.Stop()
-	s.resumeInterrupted(context.Background()) // async.go
+	if s.runs != nil { // async routes
+		asyncServing.resume(s, context.Background())
+	}
 	srv := &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
@@ -529,7 +541,11 @@ func (s *Server) builtin(w http.ResponseWriter, r *http.Request) {
 		s.serveDiscovery(w, r)
 	default: // under /v1/agents/ or /v1/runs (isBuiltin)
 		if r.URL.Path == httpspec.RunsPath || strings.HasPrefix(r.URL.Path, httpspec.RunsPath+"/") {
-			s.serveRunStatus(w, r) // async.go
+			if s.runs == nil { // no async route
+				writeJSON(w, http.StatusNotFound, map[string]any{"error": "not found"})
+				return
+			}
+			asyncServing.runStatus(s, w, r) // async.go
 			return
 		}
 		s.serveAgent(w, r)
@@ -554,7 +570,7 @@ func (s *Server) serveRoute(w http.ResponseWriter, r *http.Request, rt *route, s
 		a.runID = id
 	}
 	if rt.async {
-		return s.accept(w, r, rt, a) // async.go
+		return asyncServing.accept(s, w, r, rt, a) // async.go
 	}
 	return s.runRoute(w, r, rt, a, start)
 }
@@ -663,7 +679,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt *route, reques
 
 	var key string
 	if rt.spec.IdempotencyKey != "" {
-		key, err = idempotencyKey(rt.spec.IdempotencyKey, trigger, body)
+		key, err = idempotency.key(rt.spec.IdempotencyKey, trigger, body)
 		if err != nil {
 			return admitted{}, writeJSON(w, http.StatusBadRequest, map[string]any{"error": "bad request", "detail": err.Error()})
 		}
@@ -681,7 +697,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt *route, reques
 			s.metrics.observeIdempotency(rt.name, true)
 			w.Header().Set("X-Idempotent-Replay", "true")
 			if rt.async {
-				setLocation(w, entry.Body) // async.go: the accepted run's status URL
+				asyncServing.location(w, entry.Body) // async.go: the accepted run's status URL
 			}
 			return admitted{}, write(w, entry.Status, entry.ContentType, entry.Body)
 		case takenOver:

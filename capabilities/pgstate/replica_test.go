@@ -58,6 +58,10 @@ reply = "async"
 var nodeDelay = 20 * time.Millisecond
 
 func init() {
+	// The replicas serve a keyed and an async route, which a generated
+	// program links only when its workflow declares them.
+	http.EnableAsync()
+	http.EnableIdempotency()
 	runtime.RegisterNode(runtime.NodeKind{Kind: "pgstatetest_node", Family: "pgstatetest",
 		Prepare: func(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) {
 			return func(ctx context.Context, c *runtime.Call) (runtime.Result, error) {

@@ -8,6 +8,7 @@ import (
 	"github.com/kilnworks/kiln/capabilities/env"
 	"github.com/kilnworks/kiln/capabilities/event"
 	"github.com/kilnworks/kiln/capabilities/fs"
+	"github.com/kilnworks/kiln/capabilities/http"
 	"github.com/kilnworks/kiln/capabilities/httpclient"
 	"github.com/kilnworks/kiln/capabilities/llm"
 	"github.com/kilnworks/kiln/capabilities/mcp"
@@ -16,7 +17,8 @@ import (
 
 // Families register no node kind from init (a generated program registers
 // the kinds its workflow uses): these tests register the families' kinds
-// they load workflows with.
+// they load workflows with, and, as capabilities/all does, every auth kind
+// and optional part of the routes family.
 func init() {
 	control.RegisterKinds()
 	data.RegisterKinds()
@@ -29,4 +31,8 @@ func init() {
 	shell.RegisterKinds()
 	httpclient.RegisterKinds()
 	llm.RegisterKinds()
+	http.RegisterAuthKinds()
+	http.EnableTLS()
+	http.EnableAsync()
+	http.EnableIdempotency()
 }

@@ -40,6 +40,10 @@ func init() {
 	runtime.RegisterNode(llm.KindLLMInfer)
 	// [server.tls]: TLS serving is linked only when declared.
 	http.EnableTLS()
+	// reply = "async": async routes are linked only when declared.
+	http.EnableAsync()
+	// idempotency_key: keyed routes are linked only when declared.
+	http.EnableIdempotency()
 	runtime.RegisterNode(httpclient.KindHTTPRequest)
 	runtime.RegisterNode(compose.KindCall)
 }
