@@ -203,7 +203,8 @@ type Run struct {
 	outputs []nodeOutput   // by programNode.pos
 	trigger map[string]any // see Trigger; nil in a child until asked for
 	// A child's trigger is MakeTrigger(triggerKind, triggerInput), built
-	// on demand (resolveTrigger).
+	// on demand (resolveTrigger). triggerKind is every run's trigger
+	// kind, read once: each child run of a run takes it.
 	lazyTrigger  bool
 	triggerKind  string
 	triggerInput any
@@ -305,13 +306,7 @@ func (r *Run) triggerField(name string) (any, bool) {
 }
 
 // kind is the run's trigger kind.
-func (r *Run) kind() string {
-	if r.lazyTrigger {
-		return r.triggerKind
-	}
-	k, _ := r.trigger["kind"].(string)
-	return k
-}
+func (r *Run) kind() string { return r.triggerKind }
 
 // Outputs returns a copy of the node outputs so far.
 func (r *Run) Outputs() map[string]any {
@@ -442,6 +437,7 @@ func (e *Engine) Run(ctx context.Context, p *Program, opts RunOptions) *Report {
 	run.budget = &st.budget
 	run.outputs = outputs
 	run.trigger = trig
+	run.triggerKind, _ = trig["kind"].(string)
 	run.trace = &st.trace
 	if b := p.Workflow.Budget; b != nil {
 		run.budget.maxTokens = b.MaxLLMTokens
@@ -642,39 +638,49 @@ type ChildJob struct {
 	Input any
 }
 
-// RunChildren runs jobs as child runs (as RunChild does) on at most workers
-// goroutines, the calling one included, and returns their outcomes in job
-// order; a job that did not start has an empty Status. A worker starts
-// the next job as soon as it finished one, with no barrier between groups
-// of jobs, so a map of many items starts
+// RunChildren runs n child runs, job(i) the i-th, as RunChild does, on at
+// most workers goroutines, the calling one included, and hands each
+// outcome to done(i, out) on the goroutine that ran the child, as soon as
+// it ended (out is valid during the call only: it may live in memory the
+// worker's next child reuses). done is not called for a job that did not
+// start. A worker starts the next job as soon as it finished one, with no
+// barrier between groups of jobs, so a map of many items starts
 // workers-1 goroutines and not one per item (each new goroutine would
 // also grow its stack again for the walk); one job, or one worker, starts
-// none. A worker reuses the clock reading that ended its previous child as
-// the next child's start, and the memory of its previous child's run (a
-// handler must not keep its Call, or the Run, after it returns). Jobs start
-// in order; after an outcome that is neither completed, failed nor timed
-// out (an engine error, a pause), or once ctx is done, no further job
-// starts. The children keep no trace: their nodes are seen by the
-// engine's observer and audit as any node is.
-func (r *Run) RunChildren(ctx context.Context, jobs []ChildJob, workers int) []Outcome {
-	outs := make([]Outcome, len(jobs))
-	if workers <= 1 || len(jobs) <= 1 {
-		// One worker: the calling goroutine alone, and no shared counter.
-		if st := r.runJobs(ctx, jobs, outs, r.spare.Swap(nil), nil); st != nil {
-			r.spare.Store(st)
-		}
-		return outs
+// none. Nor do children that never wait (Program.noWait), until they
+// have run for helpersAfter: their nodes only compute, so more goroutines
+// than cores buy nothing, and handing a few short children to other
+// threads costs more than running them. A worker reuses the clock reading
+// that ended its previous child as the next child's start, and the memory
+// of its previous child's run (a handler must not keep its Call, or the
+// Run, after it returns). Jobs start in order; after an outcome that is
+// neither completed, failed nor timed out (an engine error, a pause), or
+// once ctx is done, no further job starts. The children keep no trace:
+// their nodes are seen by the engine's observer and audit as any node is.
+func (r *Run) RunChildren(ctx context.Context, n, workers int, job func(i int) ChildJob, done func(i int, out *Outcome)) {
+	js := &jobs{n: n, job: job, done: done}
+	var pool *jobPool
+	if workers > 1 && n > 1 {
+		pool = &jobPool{workers: min(workers, n)}
 	}
-	pool := &jobPool{workers: min(workers, len(jobs))}
-	var wg sync.WaitGroup
-	for range min(workers, len(jobs)) - 1 {
-		wg.Go(func() { r.runJobs(ctx, jobs, outs, nil, pool) })
-	}
-	if st := r.runJobs(ctx, jobs, outs, r.spare.Swap(nil), pool); st != nil {
+	if st := r.runJobs(ctx, js, r.spare.Swap(nil), pool, true); st != nil {
 		r.spare.Store(st)
 	}
-	wg.Wait()
-	return outs
+	if pool != nil {
+		pool.helpers.Wait()
+	}
+}
+
+// helpersAfter is how long children that never wait run on the calling
+// goroutine alone before RunChildren starts its other workers: about ten
+// times what starting a goroutine and waking a thread for it costs.
+const helpersAfter = 50 * time.Microsecond
+
+// jobs is what RunChildren was asked to run.
+type jobs struct {
+	n    int
+	job  func(i int) ChildJob
+	done func(i int, out *Outcome)
 }
 
 // RunOneChild runs one job as RunChildren does with one job (on the
@@ -727,23 +733,34 @@ func (st *childState) reset() {
 	clear(st.outputs[:])
 }
 
-// jobPool is what RunChildren's workers share: the next job to start, and
-// whether to start no more, and how many workers there are.
+// jobPool is what RunChildren's workers share: the next job to start,
+// whether to start no more, how many workers there may be and the
+// goroutines of all but the calling one, started once (by the calling
+// goroutine, which alone reads started and begun).
 type jobPool struct {
 	next    atomic.Int64
 	stop    atomic.Bool
 	workers int
+	helpers sync.WaitGroup
+	started bool
+	begun   time.Time // when the calling goroutine took its first job
 }
 
 // runJobs is one RunChildren worker: it runs the next job until none is
 // left or pool says stop (pool nil: the only worker, taking the jobs in
 // turn), in st (nil: allocated here), and returns st for reuse. One of
 // several workers counts in st and adds its counts to r's when it is
-// done, before RunChildren returns.
-func (r *Run) runJobs(ctx context.Context, jobs []ChildJob, outs []Outcome, st *childState, pool *jobPool) *childState {
+// done, before RunChildren returns. The calling goroutine's worker (lead)
+// starts the others before the first job that may wait, or once the
+// jobs have run for helpersAfter.
+func (r *Run) runJobs(ctx context.Context, js *jobs, st *childState, pool *jobPool, lead bool) *childState {
 	var at time.Time // the end of this worker's previous child
 	var ids childIDs
 	if pool != nil {
+		if lead {
+			at = r.Engine.now() // the first child's start
+			pool.begun = at
+		}
 		defer func() {
 			if st != nil {
 				st.counters.moveTo(r.Counters)
@@ -757,24 +774,30 @@ func (r *Run) runJobs(ctx context.Context, jobs []ChildJob, outs []Outcome, st *
 			}
 			i = int(pool.next.Add(1) - 1)
 		}
-		if i >= len(jobs) || ctx.Err() != nil {
+		if i >= js.n || ctx.Err() != nil {
 			break
 		}
 		st = reuse(st)
-		j := &jobs[i]
-		var out *Outcome
+		j := js.job(i)
 		// A worker's share of the jobs left is about as many ids as it
 		// will use (parallel's workers run about one child each).
-		share := len(jobs) - i
-		if pool != nil {
-			share = (share + pool.workers - 1) / pool.workers
-		}
+		share := js.n - i
 		counters := r.Counters
 		if pool != nil {
+			if lead && !pool.started && (!j.Program.noWait || at.Sub(pool.begun) >= helpersAfter) {
+				pool.started = true
+				for range pool.workers - 1 {
+					pool.helpers.Go(func() { r.runJobs(ctx, js, nil, pool, false) })
+				}
+			}
+			if pool.started {
+				share = (share + pool.workers - 1) / pool.workers
+			}
 			counters = &st.counters
 		}
+		var out *Outcome
 		out, at = r.runChild(ctx, j.Program, j.Start, j.Input, ids.next(r, share), at, st, nil, counters)
-		outs[i] = *out // out may live in st
+		js.done(i, out)
 		switch out.Status {
 		case StatusCompleted, StatusFailed, StatusTimedOut:
 		default:
@@ -930,7 +953,9 @@ func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 
 	// A child's context already ends at the shared deadline: a context
 	// (and a timer) per child run would only add cost.
+	var deadline time.Duration // since started; Sub of a zero time is slow
 	if !r.Deadline.IsZero() {
+		deadline = r.Deadline.Sub(started)
 		if dl, ok := ctx.Deadline(); !ok || dl.After(r.Deadline) {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithDeadline(ctx, r.Deadline)
@@ -940,7 +965,7 @@ func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 	if resumeErr != nil {
 		return r.errored(resumeErr)
 	}
-	return r.walk(ctx, opts, started, &prev)
+	return r.walk(ctx, opts, started, deadline, &prev)
 }
 
 // walk runs the nodes from the entry (or the resumed node) until the run
@@ -948,8 +973,9 @@ func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 // stack frame is gone by the time execute's deferred work logs the end of
 // the run (audit records are big and slog's calls deep; a request's stack
 // that stays small is not grown and shrunk again around every GC).
-// *prev is when the current node started, as time since started.
-func (r *Run) walk(ctx context.Context, opts RunOptions, started time.Time, prev *time.Duration) *Outcome {
+// deadline is the run's, and *prev when the current node started, as
+// time since started.
+func (r *Run) walk(ctx context.Context, opts RunOptions, started time.Time, deadline time.Duration, prev *time.Duration) *Outcome {
 	e := r.Engine
 	var cur string
 	var pn *programNode
@@ -968,7 +994,6 @@ func (r *Run) walk(ctx context.Context, opts RunOptions, started time.Time, prev
 	// Time is kept as durations since started: a step's arithmetic on
 	// them is a subtraction, not time.Time's.
 	hasDeadline := !r.Deadline.IsZero()
-	deadline := r.Deadline.Sub(started)
 	for steps := 0; ; steps++ {
 		// The deadline is checked before every node, so a run never starts
 		// a node after its time is up. The first node starts at the run's
