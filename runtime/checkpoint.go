@@ -247,7 +247,6 @@ func (r *Run) restore(cp *Checkpoint) error {
 	if r.trigger == nil {
 		r.trigger = MakeTrigger("manual", nil)
 	}
-	r.triggerKind, _ = r.trigger["kind"].(string)
 	for k, v := range cp.Outputs {
 		if pn, ok := r.Program.nodes[k]; ok { // same digest: every key is a node
 			r.outputs[pn.pos] = nodeOutput{v, true}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math"
 	mrand "math/rand/v2"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -203,8 +204,7 @@ type Run struct {
 	outputs []nodeOutput   // by programNode.pos
 	trigger map[string]any // see Trigger; nil in a child until asked for
 	// A child's trigger is MakeTrigger(triggerKind, triggerInput), built
-	// on demand (resolveTrigger). triggerKind is every run's trigger
-	// kind, read once: each child run of a run takes it.
+	// on demand (resolveTrigger).
 	lazyTrigger  bool
 	triggerKind  string
 	triggerInput any
@@ -306,7 +306,13 @@ func (r *Run) triggerField(name string) (any, bool) {
 }
 
 // kind is the run's trigger kind.
-func (r *Run) kind() string { return r.triggerKind }
+func (r *Run) kind() string {
+	if r.lazyTrigger {
+		return r.triggerKind
+	}
+	k, _ := r.trigger["kind"].(string)
+	return k
+}
 
 // Outputs returns a copy of the node outputs so far.
 func (r *Run) Outputs() map[string]any {
@@ -437,7 +443,6 @@ func (e *Engine) Run(ctx context.Context, p *Program, opts RunOptions) *Report {
 	run.budget = &st.budget
 	run.outputs = outputs
 	run.trigger = trig
-	run.triggerKind, _ = trig["kind"].(string)
 	run.trace = &st.trace
 	if b := p.Workflow.Budget; b != nil {
 		run.budget.maxTokens = b.MaxLLMTokens
@@ -524,7 +529,7 @@ func (r *Run) RunChild(ctx context.Context, child *Program, start string, input 
 		input = Normalize(input)
 	}
 	trace := &Trace{}
-	out, _ := r.runChild(ctx, child, start, input, r.childID(), time.Time{}, &childState{}, trace, r.Counters)
+	out, _ := r.runChild(ctx, child, start, input, r.childID(), r.kind(), time.Time{}, &childState{}, trace, r.Counters)
 	return out, trace
 }
 
@@ -578,12 +583,11 @@ func (ids *childIDs) next(r *Run, want int) string {
 // starting at the clock reading at (zero: read the clock) and returning
 // the reading that ended the child (zero if it did not run). The outcome
 // may live in st.
-func (r *Run) runChild(ctx context.Context, child *Program, start string, input any, id string, at time.Time, st *childState, trace *Trace, counters *Counters) (*Outcome, time.Time) {
+func (r *Run) runChild(ctx context.Context, child *Program, start string, input any, id, kind string, at time.Time, st *childState, trace *Trace, counters *Counters) (*Outcome, time.Time) {
 	if r.Depth+1 > MaxCallDepth {
 		return &Outcome{Status: StatusErrored, Reason: fmt.Sprintf("call depth exceeds %d", MaxCallDepth),
 			Err: Errorf(ClassWorkflow, "call depth exceeds %d", MaxCallDepth)}, time.Time{}
 	}
-	kind := r.kind()
 	if start == "" {
 		start = child.DefaultStart()
 	}
@@ -648,9 +652,10 @@ type ChildJob struct {
 // workers-1 goroutines and not one per item (each new goroutine would
 // also grow its stack again for the walk); one job, or one worker, starts
 // none. Nor do children that never wait (Program.noWait), until they
-// have run for helpersAfter: their nodes only compute, so more goroutines
-// than cores buy nothing, and handing a few short children to other
-// threads costs more than running them. A worker reuses the clock reading
+// have run for helpersAfter, and then no more than there are threads
+// (GOMAXPROCS): their nodes only compute, so more goroutines than threads
+// buy nothing, and handing a few short children to other threads costs
+// more than running them. A worker reuses the clock reading
 // that ended its previous child as the next child's start, and the memory
 // of its previous child's run (a handler must not keep its Call, or the
 // Run, after it returns). Jobs start in order; after an outcome that is
@@ -690,7 +695,7 @@ type jobs struct {
 func (r *Run) RunOneChild(ctx context.Context, j ChildJob) (out Outcome) {
 	st := reuse(r.spare.Swap(nil))
 	if ctx.Err() == nil {
-		o, _ := r.runChild(ctx, j.Program, j.Start, j.Input, r.childID(), time.Time{}, st, nil, r.Counters)
+		o, _ := r.runChild(ctx, j.Program, j.Start, j.Input, r.childID(), r.kind(), time.Time{}, st, nil, r.Counters)
 		out = *o // o may live in st
 	}
 	r.spare.Store(st)
@@ -721,8 +726,22 @@ func (st *childState) reset() {
 	if c.children.Load() != 0 {
 		c.children.Store(0)
 	}
-	c.call = Call{}
-	c.completion = Outcome{}
+	// Call and Outcome field by field, writing only what is set.
+	k, o := &c.call, &c.completion
+	set(&k.Node, nil)
+	set(&k.Run, nil)
+	k.Attempt = 0
+	if k.Scope != nil {
+		k.Scope = nil
+	}
+	set(&o.Status, "")
+	set(&o.FinalValue, nil)
+	set(&o.LastNode, "")
+	set(&o.Reason, "")
+	o.ElapsedMS = 0
+	set(&o.RunID, "")
+	set(&o.HTTPResponse, nil)
+	set(&o.Err, nil)
 	c.trigger = nil
 	c.triggerOnce = sync.Once{}
 	c.loops = nil
@@ -735,15 +754,23 @@ func (st *childState) reset() {
 
 // jobPool is what RunChildren's workers share: the next job to start,
 // whether to start no more, how many workers there may be and the
-// goroutines of all but the calling one, started once (by the calling
-// goroutine, which alone reads started and begun).
+// goroutines of all but the calling one, which that one alone starts
+// (and alone reads started, timed and begun).
 type jobPool struct {
 	next    atomic.Int64
 	stop    atomic.Bool
 	workers int
 	helpers sync.WaitGroup
-	started bool
+	started int       // helpers started
+	timed   bool      // helpersAfter passed
 	begun   time.Time // when the calling goroutine took its first job
+}
+
+// startHelpers starts RunChildren's other workers, up to n in all.
+func (r *Run) startHelpers(ctx context.Context, js *jobs, pool *jobPool, n int) {
+	for ; pool.started < n; pool.started++ {
+		pool.helpers.Go(func() { r.runJobs(ctx, js, nil, pool, false) })
+	}
 }
 
 // runJobs is one RunChildren worker: it runs the next job until none is
@@ -751,11 +778,12 @@ type jobPool struct {
 // turn), in st (nil: allocated here), and returns st for reuse. One of
 // several workers counts in st and adds its counts to r's when it is
 // done, before RunChildren returns. The calling goroutine's worker (lead)
-// starts the others before the first job that may wait, or once the
-// jobs have run for helpersAfter.
+// starts the others before the first job that may wait, or, as many as
+// there are threads, once the jobs have run for helpersAfter.
 func (r *Run) runJobs(ctx context.Context, js *jobs, st *childState, pool *jobPool, lead bool) *childState {
 	var at time.Time // the end of this worker's previous child
 	var ids childIDs
+	kind := r.kind() // the children's trigger kind
 	if pool != nil {
 		if lead {
 			at = r.Engine.now() // the first child's start
@@ -784,19 +812,26 @@ func (r *Run) runJobs(ctx context.Context, js *jobs, st *childState, pool *jobPo
 		share := js.n - i
 		counters := r.Counters
 		if pool != nil {
-			if lead && !pool.started && (!j.Program.noWait || at.Sub(pool.begun) >= helpersAfter) {
-				pool.started = true
-				for range pool.workers - 1 {
-					pool.helpers.Go(func() { r.runJobs(ctx, js, nil, pool, false) })
+			if lead && pool.started < pool.workers-1 {
+				switch {
+				case !j.Program.noWait:
+					r.startHelpers(ctx, js, pool, pool.workers-1)
+				case !pool.timed && at.Sub(pool.begun) >= helpersAfter:
+					// Children that only compute use no more
+					// goroutines than there are threads to run them.
+					pool.timed = true
+					r.startHelpers(ctx, js, pool, min(pool.workers, goruntime.GOMAXPROCS(0))-1)
 				}
 			}
-			if pool.started {
-				share = (share + pool.workers - 1) / pool.workers
+			workers := pool.workers // helpers do not read started
+			if lead {
+				workers = pool.started + 1
 			}
+			share = (share + workers - 1) / workers
 			counters = &st.counters
 		}
 		var out *Outcome
-		out, at = r.runChild(ctx, j.Program, j.Start, j.Input, ids.next(r, share), at, st, nil, counters)
+		out, at = r.runChild(ctx, j.Program, j.Start, j.Input, ids.next(r, share), kind, at, st, nil, counters)
 		js.done(i, out)
 		switch out.Status {
 		case StatusCompleted, StatusFailed, StatusTimedOut:
@@ -953,9 +988,7 @@ func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 
 	// A child's context already ends at the shared deadline: a context
 	// (and a timer) per child run would only add cost.
-	var deadline time.Duration // since started; Sub of a zero time is slow
 	if !r.Deadline.IsZero() {
-		deadline = r.Deadline.Sub(started)
 		if dl, ok := ctx.Deadline(); !ok || dl.After(r.Deadline) {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithDeadline(ctx, r.Deadline)
@@ -965,7 +998,7 @@ func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 	if resumeErr != nil {
 		return r.errored(resumeErr)
 	}
-	return r.walk(ctx, opts, started, deadline, &prev)
+	return r.walk(ctx, opts, started, &prev)
 }
 
 // walk runs the nodes from the entry (or the resumed node) until the run
@@ -973,9 +1006,8 @@ func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 // stack frame is gone by the time execute's deferred work logs the end of
 // the run (audit records are big and slog's calls deep; a request's stack
 // that stays small is not grown and shrunk again around every GC).
-// deadline is the run's, and *prev when the current node started, as
-// time since started.
-func (r *Run) walk(ctx context.Context, opts RunOptions, started time.Time, deadline time.Duration, prev *time.Duration) *Outcome {
+// *prev is when the current node started, as time since started.
+func (r *Run) walk(ctx context.Context, opts RunOptions, started time.Time, prev *time.Duration) *Outcome {
 	e := r.Engine
 	var cur string
 	var pn *programNode
@@ -994,6 +1026,10 @@ func (r *Run) walk(ctx context.Context, opts RunOptions, started time.Time, dead
 	// Time is kept as durations since started: a step's arithmetic on
 	// them is a subtraction, not time.Time's.
 	hasDeadline := !r.Deadline.IsZero()
+	var deadline time.Duration
+	if hasDeadline {
+		deadline = time.Duration(r.Deadline.UnixNano() - started.UnixNano())
+	}
 	for steps := 0; ; steps++ {
 		// The deadline is checked before every node, so a run never starts
 		// a node after its time is up. The first node starts at the run's
