@@ -517,6 +517,9 @@ type childState struct {
 	// cores would otherwise all write the parent's few cache lines, three
 	// times per child.
 	counters Counters
+	// ids are the child ids RunOneChild reserved for the run whose spare
+	// this is (reset leaves them: they are not the child's).
+	ids childIDs
 }
 
 const smallChild = 2
@@ -546,9 +549,11 @@ func (r *Run) childID() string {
 // The ids are unique as childID's are; a worker that reserved more than
 // it ran leaves gaps in the numbers.
 type childIDs struct {
-	buf     string
-	ends    [idBatch]int
-	n, used int
+	_        [0]func() // not comparable: no equality function for it in every binary
+	buf      string
+	ends     [idBatch]int
+	n, used  int
+	reserved int // in all
 }
 
 const idBatch = 16
@@ -569,6 +574,7 @@ func (ids *childIDs) next(r *Run, want int) string {
 			ids.ends[i] = b.Len()
 		}
 		ids.buf, ids.n, ids.used = b.String(), k, 0
+		ids.reserved += k
 	}
 	start := 0
 	if ids.used > 0 {
@@ -695,11 +701,24 @@ type jobs struct {
 func (r *Run) RunOneChild(ctx context.Context, j ChildJob) (out Outcome) {
 	st := reuse(r.spare.Swap(nil))
 	if ctx.Err() == nil {
-		o, _ := r.runChild(ctx, j.Program, j.Start, j.Input, r.childID(), r.kind(), time.Time{}, st, nil, r.Counters)
+		// The spare's ids are this run's: reserved 1, 1, 2, 4, ... up to
+		// idBatch at a time, as calls in a chain or loop take them.
+		id := st.ids.next(r, max(1, st.ids.reserved))
+		o, _ := r.runChild(ctx, j.Program, j.Start, j.Input, id, r.kind(), r.startReading(), st, nil, r.Counters)
 		out = *o // o may live in st
 	}
 	r.spare.Store(st)
 	return out
+}
+
+// startReading is the clock reading a child of r starts at: now, read
+// from the monotonic clock alone as time since r began (a wall-clock
+// reading costs several times more on a VM), unless r has not begun.
+func (r *Run) startReading() time.Time {
+	if r.begun.IsZero() {
+		return r.Engine.now()
+	}
+	return r.Engine.nowSince(r.begun)
 }
 
 // reuse returns st reset for the next child, or a new childState when st
@@ -786,7 +805,7 @@ func (r *Run) runJobs(ctx context.Context, js *jobs, st *childState, pool *jobPo
 	kind := r.kind() // the children's trigger kind
 	if pool != nil {
 		if lead {
-			at = r.Engine.now() // the first child's start
+			at = r.startReading() // the first child's start
 			pool.begun = at
 		}
 		defer func() {
@@ -1026,10 +1045,7 @@ func (r *Run) walk(ctx context.Context, opts RunOptions, started time.Time, prev
 	// Time is kept as durations since started: a step's arithmetic on
 	// them is a subtraction, not time.Time's.
 	hasDeadline := !r.Deadline.IsZero()
-	var deadline time.Duration
-	if hasDeadline {
-		deadline = time.Duration(r.Deadline.UnixNano() - started.UnixNano())
-	}
+	deadline := r.Deadline.Sub(started)
 	for steps := 0; ; steps++ {
 		// The deadline is checked before every node, so a run never starts
 		// a node after its time is up. The first node starts at the run's
