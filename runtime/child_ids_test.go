@@ -25,7 +25,7 @@ func TestChildIDsAreWholeAndUnique(t *testing.T) {
 	}
 	for i := range 3*idBatch + 5 {
 		take(a.next(r, 100-i))
-		take(b.next(r, 3)) // small reservations
+		take(b.next(r, 3))                  // small reservations
 		take(c.next(r, max(1, c.reserved))) // RunOneChild's growing ones
 		if i%7 == 0 {
 			take(r.childID())

@@ -39,6 +39,7 @@ func TestChildStateResetIsComplete(t *testing.T) {
 	c.respond = &HTTPResponse{}
 	c.last = "n"
 	c.ended = time.Now()
+	c.nodeAt = time.Second
 	for i := range st.outputs {
 		st.outputs[i] = nodeOutput{value: "old", set: true}
 	}
@@ -64,7 +65,7 @@ func TestChildStateResetIsComplete(t *testing.T) {
 	// The test above knows every field: one it has not set cannot show
 	// that reset clears it.
 	known := map[string]bool{"spare": true, "children": true, "call": true, "completion": true, "mu": true,
-		"trigger": true, "triggerOnce": true, "loops": true, "trace": true, "respond": true, "last": true, "ended": true}
+		"trigger": true, "triggerOnce": true, "loops": true, "trace": true, "respond": true, "last": true, "nodeAt": true, "ended": true}
 	for i := range rt.NumField() {
 		if n := rt.Field(i).Name; !setByRunChild[n] && !known[n] {
 			t.Errorf("Run has a new field %s: have childState.reset clear it (or runChild set it) and add it here", n)

@@ -214,6 +214,9 @@ type Run struct {
 	respond      *HTTPResponse
 	last         string
 
+	// nodeAt is when the current node started, as time since begun
+	// (read at every step of a run with a trace or a deadline).
+	nodeAt time.Duration
 	// begun and ended are the engine's clock readings at the run's start
 	// and end, shared by its trace, outcome, report and audit events
 	// (a clock reading costs about as much as a map lookup, and a
@@ -711,12 +714,18 @@ func (r *Run) RunOneChild(ctx context.Context, j ChildJob) (out Outcome) {
 	return out
 }
 
-// startReading is the clock reading a child of r starts at: now, read
-// from the monotonic clock alone as time since r began (a wall-clock
-// reading costs several times more on a VM), unless r has not begun.
+// startReading is the clock reading a child of r starts at, read as
+// cheaply as it can be: a run that reads the clock at every step (it
+// keeps a trace or has a deadline) started its current node, whose
+// handler starts the child, at its last reading; another run reads the
+// monotonic clock alone, as time since it began (a wall-clock reading
+// costs several times more on a VM).
 func (r *Run) startReading() time.Time {
-	if r.begun.IsZero() {
+	switch {
+	case r.begun.IsZero():
 		return r.Engine.now()
+	case r.trace != nil || !r.Deadline.IsZero():
+		return r.begun.Add(r.nodeAt)
 	}
 	return r.Engine.nowSince(r.begun)
 }
@@ -767,6 +776,7 @@ func (st *childState) reset() {
 	c.trace = nil
 	c.respond = nil
 	c.last = ""
+	c.nodeAt = 0
 	c.ended = time.Time{}
 	clear(st.outputs[:])
 }
@@ -959,11 +969,13 @@ func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 	started := r.begun
 	if started.IsZero() {
 		started = e.now()
+		r.begun = started
 	}
 	// prev is when the current node started, as time since started: one
-	// clock reading per step serves both the deadline check and the
-	// previous node's elapsed time in the trace.
-	var prev time.Duration
+	// clock reading per step serves the deadline check, the previous
+	// node's elapsed time in the trace and a call's child's start.
+	prev := &r.nodeAt
+	*prev = 0
 	r.Counters.WorkflowStarts.Add(1)
 	// A resumed run takes its start node and trigger from the checkpoint
 	// before it is observed and audited, so its span and started event
@@ -984,7 +996,7 @@ func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 	defer func() {
 		end := e.nowSince(started)
 		r.ended = end
-		r.finishTrace(end.Sub(started) - prev)
+		r.finishTrace(end.Sub(started) - *prev)
 		if out.Status != StatusTimedOut {
 			out.ElapsedMS = end.Sub(started).Milliseconds()
 		}
@@ -1017,7 +1029,7 @@ func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 	if resumeErr != nil {
 		return r.errored(resumeErr)
 	}
-	return r.walk(ctx, opts, started, &prev)
+	return r.walk(ctx, opts, started, prev)
 }
 
 // walk runs the nodes from the entry (or the resumed node) until the run
