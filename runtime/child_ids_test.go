@@ -7,10 +7,10 @@ import (
 
 // A worker's child ids, built idBatch at a time in one string, are each
 // exactly the parent's id, a dot and a number never handed out before:
-// across reservations, across workers and after childID's own.
+// across reservations, across workers, RunOneChild's and childID's own.
 func TestChildIDsAreWholeAndUnique(t *testing.T) {
 	r := &Run{ExecutionID: "run-7"}
-	var a, b childIDs
+	var a, b, c childIDs
 	seen := map[string]bool{}
 	take := func(id string) {
 		t.Helper()
@@ -25,7 +25,8 @@ func TestChildIDsAreWholeAndUnique(t *testing.T) {
 	}
 	for i := range 3*idBatch + 5 {
 		take(a.next(r, 100-i))
-		take(b.next(r, 3)) // small reservations
+		take(b.next(r, 3))                  // small reservations
+		take(c.next(r, max(1, c.reserved))) // RunOneChild's growing ones
 		if i%7 == 0 {
 			take(r.childID())
 		}

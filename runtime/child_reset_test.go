@@ -25,6 +25,10 @@ func TestChildStateResetIsComplete(t *testing.T) {
 	c.children.Store(7)
 	c.call = Call{Run: c, Attempt: 2}
 	c.completion = Outcome{Status: StatusCompleted, FinalValue: "old", LastNode: "n", Reason: "r", ElapsedMS: 3, RunID: "id", HTTPResponse: &HTTPResponse{}, Err: &Error{}}
+	// reset clears Call and Outcome field by field: every field of theirs
+	// is set here, so one it does not know about stays and fails below.
+	fillFields(t, reflect.ValueOf(&c.call).Elem())
+	fillFields(t, reflect.ValueOf(&c.completion).Elem())
 	c.mu.Lock()
 	c.outputs = st.outputs[:]
 	c.mu.Unlock()
@@ -35,6 +39,7 @@ func TestChildStateResetIsComplete(t *testing.T) {
 	c.respond = &HTTPResponse{}
 	c.last = "n"
 	c.ended = time.Now()
+	c.nodeAt = time.Second
 	for i := range st.outputs {
 		st.outputs[i] = nodeOutput{value: "old", set: true}
 	}
@@ -60,10 +65,32 @@ func TestChildStateResetIsComplete(t *testing.T) {
 	// The test above knows every field: one it has not set cannot show
 	// that reset clears it.
 	known := map[string]bool{"spare": true, "children": true, "call": true, "completion": true, "mu": true,
-		"trigger": true, "triggerOnce": true, "loops": true, "trace": true, "respond": true, "last": true, "ended": true}
+		"trigger": true, "triggerOnce": true, "loops": true, "trace": true, "respond": true, "last": true, "nodeAt": true, "ended": true}
 	for i := range rt.NumField() {
 		if n := rt.Field(i).Name; !setByRunChild[n] && !known[n] {
 			t.Errorf("Run has a new field %s: have childState.reset clear it (or runChild set it) and add it here", n)
+		}
+	}
+}
+
+// fillFields sets every field of the struct v to a value that is not zero.
+func fillFields(t *testing.T, v reflect.Value) {
+	t.Helper()
+	for i := range v.NumField() {
+		f := v.Field(i)
+		switch f.Kind() {
+		case reflect.String:
+			f.SetString("old")
+		case reflect.Int, reflect.Int64:
+			f.SetInt(3)
+		case reflect.Pointer:
+			f.Set(reflect.New(f.Type().Elem()))
+		case reflect.Map:
+			f.Set(reflect.MakeMap(f.Type()))
+		case reflect.Interface:
+			f.Set(reflect.ValueOf("old"))
+		default:
+			t.Fatalf("%s.%s: a %s this test cannot fill", v.Type(), v.Type().Field(i).Name, f.Kind())
 		}
 	}
 }

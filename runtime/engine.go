@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math"
 	mrand "math/rand/v2"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -213,6 +214,9 @@ type Run struct {
 	respond      *HTTPResponse
 	last         string
 
+	// nodeAt is when the current node started, as time since begun
+	// (read at every step of a run with a trace or a deadline).
+	nodeAt time.Duration
 	// begun and ended are the engine's clock readings at the run's start
 	// and end, shared by its trace, outcome, report and audit events
 	// (a clock reading costs about as much as a map lookup, and a
@@ -516,6 +520,9 @@ type childState struct {
 	// cores would otherwise all write the parent's few cache lines, three
 	// times per child.
 	counters Counters
+	// ids are the child ids RunOneChild reserved for the run whose spare
+	// this is (reset leaves them: they are not the child's).
+	ids childIDs
 }
 
 const smallChild = 2
@@ -528,7 +535,7 @@ func (r *Run) RunChild(ctx context.Context, child *Program, start string, input 
 		input = Normalize(input)
 	}
 	trace := &Trace{}
-	out, _ := r.runChild(ctx, child, start, input, r.childID(), time.Time{}, &childState{}, trace, r.Counters)
+	out, _ := r.runChild(ctx, child, start, input, r.childID(), r.kind(), time.Time{}, &childState{}, trace, r.Counters)
 	return out, trace
 }
 
@@ -545,9 +552,11 @@ func (r *Run) childID() string {
 // The ids are unique as childID's are; a worker that reserved more than
 // it ran leaves gaps in the numbers.
 type childIDs struct {
-	buf     string
-	ends    [idBatch]int
-	n, used int
+	_        [0]func() // not comparable: no equality function for it in every binary
+	buf      string
+	ends     [idBatch]int
+	n, used  int
+	reserved int // in all
 }
 
 const idBatch = 16
@@ -568,6 +577,7 @@ func (ids *childIDs) next(r *Run, want int) string {
 			ids.ends[i] = b.Len()
 		}
 		ids.buf, ids.n, ids.used = b.String(), k, 0
+		ids.reserved += k
 	}
 	start := 0
 	if ids.used > 0 {
@@ -582,12 +592,11 @@ func (ids *childIDs) next(r *Run, want int) string {
 // starting at the clock reading at (zero: read the clock) and returning
 // the reading that ended the child (zero if it did not run). The outcome
 // may live in st.
-func (r *Run) runChild(ctx context.Context, child *Program, start string, input any, id string, at time.Time, st *childState, trace *Trace, counters *Counters) (*Outcome, time.Time) {
+func (r *Run) runChild(ctx context.Context, child *Program, start string, input any, id, kind string, at time.Time, st *childState, trace *Trace, counters *Counters) (*Outcome, time.Time) {
 	if r.Depth+1 > MaxCallDepth {
 		return &Outcome{Status: StatusErrored, Reason: fmt.Sprintf("call depth exceeds %d", MaxCallDepth),
 			Err: Errorf(ClassWorkflow, "call depth exceeds %d", MaxCallDepth)}, time.Time{}
 	}
-	kind := r.kind()
 	if start == "" {
 		start = child.DefaultStart()
 	}
@@ -642,39 +651,50 @@ type ChildJob struct {
 	Input any
 }
 
-// RunChildren runs jobs as child runs (as RunChild does) on at most workers
-// goroutines, the calling one included, and returns their outcomes in job
-// order; a job that did not start has an empty Status. A worker starts
-// the next job as soon as it finished one, with no barrier between groups
-// of jobs, so a map of many items starts
+// RunChildren runs n child runs, job(i) the i-th, as RunChild does, on at
+// most workers goroutines, the calling one included, and hands each
+// outcome to done(i, out) on the goroutine that ran the child, as soon as
+// it ended (out is valid during the call only: it may live in memory the
+// worker's next child reuses). done is not called for a job that did not
+// start. A worker starts the next job as soon as it finished one, with no
+// barrier between groups of jobs, so a map of many items starts
 // workers-1 goroutines and not one per item (each new goroutine would
 // also grow its stack again for the walk); one job, or one worker, starts
-// none. A worker reuses the clock reading that ended its previous child as
-// the next child's start, and the memory of its previous child's run (a
-// handler must not keep its Call, or the Run, after it returns). Jobs start
-// in order; after an outcome that is neither completed, failed nor timed
-// out (an engine error, a pause), or once ctx is done, no further job
-// starts. The children keep no trace: their nodes are seen by the
-// engine's observer and audit as any node is.
-func (r *Run) RunChildren(ctx context.Context, jobs []ChildJob, workers int) []Outcome {
-	outs := make([]Outcome, len(jobs))
-	if workers <= 1 || len(jobs) <= 1 {
-		// One worker: the calling goroutine alone, and no shared counter.
-		if st := r.runJobs(ctx, jobs, outs, r.spare.Swap(nil), nil); st != nil {
-			r.spare.Store(st)
-		}
-		return outs
+// none. Nor do children that never wait (Program.noWait), until they
+// have run for helpersAfter, and then no more than there are threads
+// (GOMAXPROCS): their nodes only compute, so more goroutines than threads
+// buy nothing, and handing a few short children to other threads costs
+// more than running them. A worker reuses the clock reading
+// that ended its previous child as the next child's start, and the memory
+// of its previous child's run (a handler must not keep its Call, or the
+// Run, after it returns). Jobs start in order; after an outcome that is
+// neither completed, failed nor timed out (an engine error, a pause), or
+// once ctx is done, no further job starts. The children keep no trace:
+// their nodes are seen by the engine's observer and audit as any node is.
+func (r *Run) RunChildren(ctx context.Context, n, workers int, job func(i int) ChildJob, done func(i int, out *Outcome)) {
+	js := &jobs{n: n, job: job, done: done}
+	var pool *jobPool
+	if workers > 1 && n > 1 {
+		pool = &jobPool{workers: min(workers, n)}
 	}
-	pool := &jobPool{workers: min(workers, len(jobs))}
-	var wg sync.WaitGroup
-	for range min(workers, len(jobs)) - 1 {
-		wg.Go(func() { r.runJobs(ctx, jobs, outs, nil, pool) })
-	}
-	if st := r.runJobs(ctx, jobs, outs, r.spare.Swap(nil), pool); st != nil {
+	if st := r.runJobs(ctx, js, r.spare.Swap(nil), pool, true); st != nil {
 		r.spare.Store(st)
 	}
-	wg.Wait()
-	return outs
+	if pool != nil {
+		pool.helpers.Wait()
+	}
+}
+
+// helpersAfter is how long children that never wait run on the calling
+// goroutine alone before RunChildren starts its other workers: about ten
+// times what starting a goroutine and waking a thread for it costs.
+const helpersAfter = 50 * time.Microsecond
+
+// jobs is what RunChildren was asked to run.
+type jobs struct {
+	n    int
+	job  func(i int) ChildJob
+	done func(i int, out *Outcome)
 }
 
 // RunOneChild runs one job as RunChildren does with one job (on the
@@ -684,11 +704,30 @@ func (r *Run) RunChildren(ctx context.Context, jobs []ChildJob, workers int) []O
 func (r *Run) RunOneChild(ctx context.Context, j ChildJob) (out Outcome) {
 	st := reuse(r.spare.Swap(nil))
 	if ctx.Err() == nil {
-		o, _ := r.runChild(ctx, j.Program, j.Start, j.Input, r.childID(), time.Time{}, st, nil, r.Counters)
+		// The spare's ids are this run's: reserved 1, 1, 2, 4, ... up to
+		// idBatch at a time, as calls in a chain or loop take them.
+		id := st.ids.next(r, max(1, st.ids.reserved))
+		o, _ := r.runChild(ctx, j.Program, j.Start, j.Input, id, r.kind(), r.startReading(), st, nil, r.Counters)
 		out = *o // o may live in st
 	}
 	r.spare.Store(st)
 	return out
+}
+
+// startReading is the clock reading a child of r starts at, read as
+// cheaply as it can be: a run that reads the clock at every step (it
+// keeps a trace or has a deadline) started its current node, whose
+// handler starts the child, at its last reading; another run reads the
+// monotonic clock alone, as time since it began (a wall-clock reading
+// costs several times more on a VM).
+func (r *Run) startReading() time.Time {
+	switch {
+	case r.begun.IsZero():
+		return r.Engine.now()
+	case r.trace != nil || !r.Deadline.IsZero():
+		return r.begun.Add(r.nodeAt)
+	}
+	return r.Engine.nowSince(r.begun)
 }
 
 // reuse returns st reset for the next child, or a new childState when st
@@ -715,35 +754,70 @@ func (st *childState) reset() {
 	if c.children.Load() != 0 {
 		c.children.Store(0)
 	}
-	c.call = Call{}
-	c.completion = Outcome{}
+	// Call and Outcome field by field, writing only what is set.
+	k, o := &c.call, &c.completion
+	set(&k.Node, nil)
+	set(&k.Run, nil)
+	k.Attempt = 0
+	if k.Scope != nil {
+		k.Scope = nil
+	}
+	set(&o.Status, "")
+	set(&o.FinalValue, nil)
+	set(&o.LastNode, "")
+	set(&o.Reason, "")
+	o.ElapsedMS = 0
+	set(&o.RunID, "")
+	set(&o.HTTPResponse, nil)
+	set(&o.Err, nil)
 	c.trigger = nil
 	c.triggerOnce = sync.Once{}
 	c.loops = nil
 	c.trace = nil
 	c.respond = nil
 	c.last = ""
+	c.nodeAt = 0
 	c.ended = time.Time{}
 	clear(st.outputs[:])
 }
 
-// jobPool is what RunChildren's workers share: the next job to start, and
-// whether to start no more, and how many workers there are.
+// jobPool is what RunChildren's workers share: the next job to start,
+// whether to start no more, how many workers there may be and the
+// goroutines of all but the calling one, which that one alone starts
+// (and alone reads started, timed and begun).
 type jobPool struct {
 	next    atomic.Int64
 	stop    atomic.Bool
 	workers int
+	helpers sync.WaitGroup
+	started int       // helpers started
+	timed   bool      // helpersAfter passed
+	begun   time.Time // when the calling goroutine took its first job
+}
+
+// startHelpers starts RunChildren's other workers, up to n in all.
+func (r *Run) startHelpers(ctx context.Context, js *jobs, pool *jobPool, n int) {
+	for ; pool.started < n; pool.started++ {
+		pool.helpers.Go(func() { r.runJobs(ctx, js, nil, pool, false) })
+	}
 }
 
 // runJobs is one RunChildren worker: it runs the next job until none is
 // left or pool says stop (pool nil: the only worker, taking the jobs in
 // turn), in st (nil: allocated here), and returns st for reuse. One of
 // several workers counts in st and adds its counts to r's when it is
-// done, before RunChildren returns.
-func (r *Run) runJobs(ctx context.Context, jobs []ChildJob, outs []Outcome, st *childState, pool *jobPool) *childState {
+// done, before RunChildren returns. The calling goroutine's worker (lead)
+// starts the others before the first job that may wait, or, as many as
+// there are threads, once the jobs have run for helpersAfter.
+func (r *Run) runJobs(ctx context.Context, js *jobs, st *childState, pool *jobPool, lead bool) *childState {
 	var at time.Time // the end of this worker's previous child
 	var ids childIDs
+	kind := r.kind() // the children's trigger kind
 	if pool != nil {
+		if lead {
+			at = r.startReading() // the first child's start
+			pool.begun = at
+		}
 		defer func() {
 			if st != nil {
 				st.counters.moveTo(r.Counters)
@@ -757,24 +831,37 @@ func (r *Run) runJobs(ctx context.Context, jobs []ChildJob, outs []Outcome, st *
 			}
 			i = int(pool.next.Add(1) - 1)
 		}
-		if i >= len(jobs) || ctx.Err() != nil {
+		if i >= js.n || ctx.Err() != nil {
 			break
 		}
 		st = reuse(st)
-		j := &jobs[i]
-		var out *Outcome
+		j := js.job(i)
 		// A worker's share of the jobs left is about as many ids as it
 		// will use (parallel's workers run about one child each).
-		share := len(jobs) - i
-		if pool != nil {
-			share = (share + pool.workers - 1) / pool.workers
-		}
+		share := js.n - i
 		counters := r.Counters
 		if pool != nil {
+			if lead && pool.started < pool.workers-1 {
+				switch {
+				case !j.Program.noWait:
+					r.startHelpers(ctx, js, pool, pool.workers-1)
+				case !pool.timed && at.Sub(pool.begun) >= helpersAfter:
+					// Children that only compute use no more
+					// goroutines than there are threads to run them.
+					pool.timed = true
+					r.startHelpers(ctx, js, pool, min(pool.workers, goruntime.GOMAXPROCS(0))-1)
+				}
+			}
+			workers := pool.workers // helpers do not read started
+			if lead {
+				workers = pool.started + 1
+			}
+			share = (share + workers - 1) / workers
 			counters = &st.counters
 		}
-		out, at = r.runChild(ctx, j.Program, j.Start, j.Input, ids.next(r, share), at, st, nil, counters)
-		outs[i] = *out // out may live in st
+		var out *Outcome
+		out, at = r.runChild(ctx, j.Program, j.Start, j.Input, ids.next(r, share), kind, at, st, nil, counters)
+		js.done(i, out)
 		switch out.Status {
 		case StatusCompleted, StatusFailed, StatusTimedOut:
 		default:
@@ -882,11 +969,13 @@ func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 	started := r.begun
 	if started.IsZero() {
 		started = e.now()
+		r.begun = started
 	}
 	// prev is when the current node started, as time since started: one
-	// clock reading per step serves both the deadline check and the
-	// previous node's elapsed time in the trace.
-	var prev time.Duration
+	// clock reading per step serves the deadline check, the previous
+	// node's elapsed time in the trace and a call's child's start.
+	prev := &r.nodeAt
+	*prev = 0
 	r.Counters.WorkflowStarts.Add(1)
 	// A resumed run takes its start node and trigger from the checkpoint
 	// before it is observed and audited, so its span and started event
@@ -907,7 +996,7 @@ func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 	defer func() {
 		end := e.nowSince(started)
 		r.ended = end
-		r.finishTrace(end.Sub(started) - prev)
+		r.finishTrace(end.Sub(started) - *prev)
 		if out.Status != StatusTimedOut {
 			out.ElapsedMS = end.Sub(started).Milliseconds()
 		}
@@ -940,7 +1029,7 @@ func (r *Run) execute(ctx context.Context, opts RunOptions) (out *Outcome) {
 	if resumeErr != nil {
 		return r.errored(resumeErr)
 	}
-	return r.walk(ctx, opts, started, &prev)
+	return r.walk(ctx, opts, started, prev)
 }
 
 // walk runs the nodes from the entry (or the resumed node) until the run

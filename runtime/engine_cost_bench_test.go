@@ -19,6 +19,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -232,10 +233,11 @@ func oneMergeChild() map[string]*workflow.Workflow {
 	return map[string]*workflow.Workflow{"one.toml": mergeChain("one", 1)}
 }
 
-func mapWorkflow() *workflow.Workflow {
+// mapWorkflow maps over the trigger's list under key.
+func mapWorkflow(key string) *workflow.Workflow {
 	maxItems := costFanOut
 	return &workflow.Workflow{Name: "map", Children: oneMergeChild(), Nodes: []workflow.Node{
-		{ID: "each", Type: "map", ItemsFrom: "trigger.items", Workflow: "one.toml", MaxItems: &maxItems}}}
+		{ID: "each", Type: "map", ItemsFrom: "trigger." + key, Workflow: "one.toml", MaxItems: &maxItems}}}
 }
 
 func parallelWorkflow(branches int) *workflow.Workflow {
@@ -299,16 +301,51 @@ func benchChildCost(b *testing.B, withN, with0 *workflow.Workflow, trigN, trig0 
 	reportRatio(b, "child/step-cpu", cpuRatio, nil, "")
 }
 
+// items is a trigger with n items under "items" and an empty list under
+// "none".
 func items(n int) map[string]any {
 	it := make([]any, n)
 	for i := range it {
 		it[i] = map[string]any{"i": json.Number(fmt.Sprint(i))}
 	}
-	return runtime.MakeTrigger("manual", map[string]any{"items": it})
+	return runtime.MakeTrigger("manual", map[string]any{"items": it, "none": []any{}})
 }
 
+// The map over N items and the map over none run with the same trigger:
+// each run checks its whole trigger (Engine.Run), and that cost grows
+// with the input, not with the children.
 func BenchmarkEngineCostMapChild(b *testing.B) {
-	benchChildCost(b, mapWorkflow(), mapWorkflow(), items(costFanOut), items(0), 1)
+	trig := items(costFanOut)
+	benchChildCost(b, mapWorkflow("items"), mapWorkflow("none"), trig, trig, 1)
+}
+
+// BenchmarkEngineCostMapChildWorkers is the map of BenchmarkEngineCostMapChild
+// over children of a kind that may wait (all that NodeKind.NoWait does
+// not mark), which start on max_concurrent workers at once: it only
+// reports what those workers cost, the targets are on the children that
+// never wait.
+func BenchmarkEngineCostMapChildWorkers(b *testing.B) {
+	registerBenchWait()
+	withWait := func(key string) *workflow.Workflow {
+		wf := mapWorkflow(key)
+		wf.Children = map[string]*workflow.Workflow{"one.toml": {Name: "one", Nodes: []workflow.Node{{ID: "w", Type: "bench_wait"}}}}
+		return wf
+	}
+	trig := items(costFanOut)
+	benchChildCost(b, withWait("items"), withWait("none"), trig, trig, 1)
+}
+
+var benchWaitOnce sync.Once
+
+// registerBenchWait registers bench_wait: a merge whose kind does not say
+// it never waits.
+func registerBenchWait() {
+	benchWaitOnce.Do(func() {
+		runtime.RegisterNode(runtime.NodeKind{Kind: "bench_wait", Family: "bench", ValueModel: true,
+			Prepare: func(*workflow.Node, *runtime.Program) (runtime.NodeFunc, error) {
+				return func(context.Context, *runtime.Call) (runtime.Result, error) { return runtime.Next(nil), nil }, nil
+			}})
+	})
 }
 
 func BenchmarkEngineCostParallelChild(b *testing.B) {

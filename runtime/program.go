@@ -23,6 +23,10 @@ type Program struct {
 	// defaultEntry is the entry node of DefaultStart (nil: none), where
 	// most runs and every map item start: found once, not per run.
 	defaultEntry *programNode
+	// noWait: no node of the program waits (NodeKind.NoWait, and no
+	// retry backoff), so a run of it only computes: RunChildren runs such
+	// children on its calling goroutine until they have taken long.
+	noWait bool
 	// Extra is load-time state capability packages attach to a program
 	// (compiled schemas, clients); keyed by the package's own key type.
 	extra map[any]any
@@ -110,14 +114,19 @@ func compile(wf *workflow.Workflow, opts CompileOptions, depth int) (*Program, e
 		from.out = append(from.out, ed)
 	}
 	missing := map[string][]string{} // kind -> node ids
+	p.noWait = true
 	for _, id := range p.order {
 		pn := p.nodes[id]
 		kind := pn.node.Type
+		k, ok := LookupNode(kind)
+		if !k.NoWait || pn.node.Retry != nil && pn.node.Retry.MaxAttempts > 1 {
+			p.noWait = false
+		}
 		if opts.Unprovided[kind] {
+			p.noWait = false
 			pn.handler = unprovided(kind)
 			continue
 		}
-		k, ok := LookupNode(kind)
 		if !ok {
 			if opts.AllowStubs {
 				pn.handler = func(ctx context.Context, c *Call) (Result, error) { return Next(nil), nil }

@@ -72,6 +72,13 @@ type NodeKind struct {
 	// that returns other Go values (ints, structs, typed slices) leaves
 	// it false.
 	ValueModel bool
+	// NoWait marks kinds whose handlers never wait: no I/O, no sleeping,
+	// no child runs, only computing on the run's context. map and
+	// parallel run children made only of such nodes on their own
+	// goroutine until the children have taken long enough for more
+	// goroutines to pay (Run.RunChildren); a kind that may block leaves
+	// it false, so that its children start on workers at once.
+	NoWait bool
 }
 
 var (

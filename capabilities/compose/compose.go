@@ -12,6 +12,7 @@ package compose
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	composespec "github.com/kilnworks/kiln/capabilities/compose/spec"
@@ -144,7 +145,8 @@ func prepareParallel(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, er
 		for i, t := range targets {
 			jobs[i] = runtime.ChildJob{Program: t.prog, Start: t.start, Input: inputOf(c, c.Node.Branches[i].InputFrom)}
 		}
-		return fanOut(ctx, c, jobs, func(i int) string { return targets[i].path }, len(jobs))
+		return fanOut(ctx, c, len(jobs), func(i int) runtime.ChildJob { return jobs[i] },
+			func(i int) string { return targets[i].path }, len(jobs))
 	}, nil
 }
 
@@ -177,52 +179,62 @@ func prepareMap(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) 
 				"%d items exceed max_items = %d; raise max_items deliberately or shrink the input (map never truncates)",
 				len(items), maxItems)
 		}
-		jobs := make([]runtime.ChildJob, len(items))
-		for i, it := range items {
-			jobs[i] = runtime.ChildJob{Program: t.prog, Start: t.start, Input: it}
+		job := func(i int) runtime.ChildJob {
+			return runtime.ChildJob{Program: t.prog, Start: t.start, Input: items[i]}
 		}
-		return fanOut(ctx, c, jobs, func(int) string { return t.path }, wave)
+		return fanOut(ctx, c, len(items), job, func(int) string { return t.path }, wave)
 	}, nil
 }
 
-// fanOut runs jobs on at most wave goroutines at once (Run.RunChildren)
+// fanOut runs n jobs on at most wave goroutines at once (Run.RunChildren)
 // and joins the results in job order: {results:[{result}|{error}], ok},
 // branch "error" when any child did not complete. A child engine error
 // stops further children from starting; the first one in job order aborts
 // the parent once the running children have finished. path(i) is the
 // workflow path of job i, for messages.
-func fanOut(ctx context.Context, c *runtime.Call, jobs []runtime.ChildJob, path func(int) string, wave int) (runtime.Result, error) {
-	outs := c.Run.RunChildren(ctx, jobs, wave)
+func fanOut(ctx context.Context, c *runtime.Call, n int, job func(int) runtime.ChildJob, path func(int) string, wave int) (runtime.Result, error) {
+	// Each child's value is built as it ends, on the goroutine that ran
+	// it, into its own slot: a child's engine error sits in its slot
+	// until the join, which returns before the results are seen; a slot
+	// left nil is a job that did not start.
+	results := make([]any, n)
+	var notOK atomic.Bool
+	c.Run.RunChildren(ctx, n, wave, job, func(i int, out *runtime.Outcome) {
+		v, ok, err := childValue(c, path(i), out)
+		switch {
+		case err != nil:
+			results[i] = err
+		case !ok:
+			notOK.Store(true)
+			fallthrough
+		default:
+			results[i] = v
+		}
+	})
 	if err := deadline(ctx, c); err != nil {
 		started := 0
-		for _, o := range outs {
-			if o.Status != "" {
+		for _, v := range results {
+			if v != nil {
 				started++
 			}
 		}
-		if started < len(jobs) {
-			return runtime.Result{}, c.Errorf(runtime.ClassTimeout, "run deadline reached after %d of %d children", started, len(jobs))
+		if started < n {
+			return runtime.Result{}, c.Errorf(runtime.ClassTimeout, "run deadline reached after %d of %d children", started, n)
 		}
 		return runtime.Result{}, err
 	}
-	results := make([]any, len(jobs))
-	allOK := true
-	for i := range outs {
+	for i, v := range results {
 		// Jobs start in order and stop after an engine error, which is
 		// returned here before any job that did not start.
-		out := &outs[i]
-		if out.Status == "" {
-			return runtime.Result{}, c.Errorf(runtime.ClassTimeout, "run deadline reached after %d of %d children", i, len(jobs))
+		switch v := v.(type) {
+		case nil:
+			return runtime.Result{}, c.Errorf(runtime.ClassTimeout, "run deadline reached after %d of %d children", i, n)
+		case error:
+			return runtime.Result{}, v
 		}
-		v, ok, err := childValue(c, path(i), out)
-		if err != nil {
-			return runtime.Result{}, err
-		}
-		allOK = allOK && ok
-		results[i] = v
 	}
-	val := map[string]any{"results": results, "ok": allOK}
-	if !allOK {
+	val := map[string]any{"results": results, "ok": !notOK.Load()}
+	if notOK.Load() {
 		return runtime.NextBranch(val, "error"), nil
 	}
 	return runtime.Next(val), nil

@@ -22,12 +22,12 @@ const Family = "control"
 // generated program registers those its workflow uses, so the others' code
 // is left out; RegisterKinds registers them all.
 var (
-	KindCondition        = runtime.NodeKind{Kind: "condition", Family: Family, Prepare: prepareCondition, ValueModel: true}
-	KindSwitch           = runtime.NodeKind{Kind: "switch", Family: Family, Prepare: prepareSwitch, ValueModel: true}
-	KindMerge            = runtime.NodeKind{Kind: "merge", Family: Family, Prepare: prepareMerge, ValueModel: true}
-	KindFail             = runtime.NodeKind{Kind: "fail", Family: Family, Prepare: prepareFail, ValueModel: true}
-	KindTerminate        = runtime.NodeKind{Kind: "terminate", Family: Family, Prepare: prepareTerminate, ValueModel: true}
-	KindRespond          = runtime.NodeKind{Kind: "respond", Family: Family, Prepare: prepareRespond, ValueModel: true}
+	KindCondition        = runtime.NodeKind{Kind: "condition", Family: Family, Prepare: prepareCondition, ValueModel: true, NoWait: true}
+	KindSwitch           = runtime.NodeKind{Kind: "switch", Family: Family, Prepare: prepareSwitch, ValueModel: true, NoWait: true}
+	KindMerge            = runtime.NodeKind{Kind: "merge", Family: Family, Prepare: prepareMerge, ValueModel: true, NoWait: true}
+	KindFail             = runtime.NodeKind{Kind: "fail", Family: Family, Prepare: prepareFail, ValueModel: true, NoWait: true}
+	KindTerminate        = runtime.NodeKind{Kind: "terminate", Family: Family, Prepare: prepareTerminate, ValueModel: true, NoWait: true}
+	KindRespond          = runtime.NodeKind{Kind: "respond", Family: Family, Prepare: prepareRespond, ValueModel: true, NoWait: true}
 	KindPauseForApproval = runtime.NodeKind{Kind: "pause_for_approval", Family: Family, Prepare: preparePause, ValueModel: true}
 )
 

@@ -21,9 +21,9 @@ const Family = "data"
 // workflow uses, so the others' code is left out; RegisterKinds registers
 // all three.
 var (
-	KindJSONSelect     = runtime.NodeKind{Kind: "json_select", Family: Family, Prepare: prepareJSONSelect, ValueModel: true}
-	KindTemplateRender = runtime.NodeKind{Kind: "template_render", Family: Family, Prepare: prepareTemplateRender, ValueModel: true}
-	KindDiffCompute    = runtime.NodeKind{Kind: "diff_compute", Family: Family, Prepare: prepareDiffCompute, ValueModel: true}
+	KindJSONSelect     = runtime.NodeKind{Kind: "json_select", Family: Family, Prepare: prepareJSONSelect, ValueModel: true, NoWait: true}
+	KindTemplateRender = runtime.NodeKind{Kind: "template_render", Family: Family, Prepare: prepareTemplateRender, ValueModel: true, NoWait: true}
+	KindDiffCompute    = runtime.NodeKind{Kind: "diff_compute", Family: Family, Prepare: prepareDiffCompute, ValueModel: true, NoWait: true}
 )
 
 // RegisterKinds registers the node kinds of this package (capabilities/all

@@ -33,7 +33,7 @@ var Family = spec.Family{
 		},
 		{
 			Name: "parallel",
-			Doc:  "Runs several child workflows at once and collects their results in declared order.",
+			Doc:  "Runs several child workflows at once and collects their results in declared order. Children made only of nodes that never wait (control and data kinds, no retries) run one after another while they are quick, as concurrency would only cost them.",
 			Keys: []spec.Key{{Name: "branches", Type: spec.Tables, Required: true,
 				Doc: "one {workflow, input_from, start} table per child"}},
 			Limits:   []string{"child workflows nest at most 8 levels"},
@@ -50,7 +50,7 @@ var Family = spec.Family{
 		},
 		{
 			Name: "map",
-			Doc:  "Runs a child workflow once per item of an array, at most max_concurrent at a time (a worker starts the next item as soon as it finishes one), and collects the results in item order. More items than max_items is an error: map never truncates.",
+			Doc:  "Runs a child workflow once per item of an array, at most max_concurrent at a time (a worker starts the next item as soon as it finishes one), and collects the results in item order. Children made only of nodes that never wait (control and data kinds, no retries) run one after another until they have run for 50 µs, then on no more workers than the process has threads. More items than max_items is an error: map never truncates.",
 			Keys: []spec.Key{
 				{Name: "items_from", Type: spec.Path, Required: true, Doc: "the items, a JSON array"},
 				{Name: "workflow", Type: spec.String, Required: true, Doc: "the child workflow file"},

@@ -16,7 +16,7 @@ import (
 
 // KindParseJSON is the parse_json node kind. Nothing registers it from
 // init: a generated program registers it when its workflow uses it.
-var KindParseJSON = runtime.NodeKind{Kind: "parse_json", Family: dataspec.Family.ID, Prepare: prepare, ValueModel: true}
+var KindParseJSON = runtime.NodeKind{Kind: "parse_json", Family: dataspec.Family.ID, Prepare: prepare, ValueModel: true, NoWait: true}
 
 // RegisterKinds registers the node kind of this package (capabilities/all
 // calls it).
