@@ -72,12 +72,22 @@ func Run(args []string, wf *workflow.Workflow, manifestBlob []byte, o Options) i
 				fmt.Fprintf(o.Stderr, "%s: manifest takes no arguments\n", o.Prog)
 				return cli.ExitUsage
 			}
-			if _, err := o.Stdout.Write(printable(raw, m)); err != nil {
+			full, err := manifest.Decode(raw)
+			if err != nil {
+				fmt.Fprintf(o.Stderr, "%s: %v\n", o.Prog, err)
+				return cli.ExitTampered
+			}
+			if _, err := o.Stdout.Write(printable(raw, full)); err != nil {
 				return cli.ExitUsage
 			}
 			return cli.ExitOK
 		case "--version", "-version", "version":
-			fmt.Fprintln(o.Stdout, versionLine(o.Prog, m))
+			full, err := manifest.Decode(raw)
+			if err != nil {
+				fmt.Fprintf(o.Stderr, "%s: %v\n", o.Prog, err)
+				return cli.ExitTampered
+			}
+			fmt.Fprintln(o.Stdout, versionLine(o.Prog, full))
 			return cli.ExitOK
 		}
 	}
@@ -105,7 +115,9 @@ func Run(args []string, wf *workflow.Workflow, manifestBlob []byte, o Options) i
 	})
 }
 
-// open unwraps and decodes the manifest; checkSeal compares it with wf.
+// open unwraps the manifest and decodes what the start reads of it;
+// checkSeal compares that with wf. `manifest` and `--version` decode the
+// whole of it.
 func open(wf *workflow.Workflow, blob []byte) ([]byte, *manifest.Manifest, error) {
 	if wf == nil {
 		return nil, nil, fmt.Errorf("no compiled-in workflow")
@@ -114,7 +126,7 @@ func open(wf *workflow.Workflow, blob []byte) ([]byte, *manifest.Manifest, error
 	if err != nil {
 		return nil, nil, err
 	}
-	m, err := manifest.Decode(raw)
+	m, err := manifest.DecodeForStart(raw)
 	if err != nil {
 		return nil, nil, err
 	}
