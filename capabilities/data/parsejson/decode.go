@@ -46,7 +46,7 @@ func decode(text string) (any, error) {
 	if err != nil {
 		return nil, err // a decoder that saw an error is not reused
 	}
-	if len(text) <= 64<<10 { // nor one whose buffer grew large
+	if len(text) <= 64<<10 && cap(d.items) <= 1024 { // nor one whose buffers grew large
 		decoders.Put(d)
 	}
 	return v, nil
@@ -57,9 +57,10 @@ func decode(text string) (any, error) {
 var decodeOptions = []jsontext.Options{jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)}
 
 type decoder struct {
-	src  strings.Reader
-	dec  *jsontext.Decoder
-	text string // the document being read
+	src   strings.Reader
+	dec   *jsontext.Decoder
+	text  string // the document being read
+	items []any  // elements of the arrays being read
 }
 
 // decoders keeps decoders (and their buffers) for the next document.
@@ -93,14 +94,20 @@ func (d *decoder) value() (any, error) {
 		if _, err := d.dec.ReadToken(); err != nil {
 			return nil, err
 		}
-		a := []any{}
+		// The elements gather on the decoder's stack (nested arrays above
+		// them) and move to an array of their exact length: one
+		// allocation, not one per doubling.
+		base := len(d.items)
 		for k := d.dec.PeekKind(); k != ']' && k != 0; k = d.dec.PeekKind() {
 			v, err := d.value()
 			if err != nil {
 				return nil, err
 			}
-			a = append(a, v)
+			d.items = append(d.items, v)
 		}
+		a := append(make([]any, 0, len(d.items)-base), d.items[base:]...)
+		clear(d.items[base:]) // the pool keeps no reference to the values
+		d.items = d.items[:base]
 		return a, d.end()
 	case '"':
 		return d.str()
