@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -159,12 +158,7 @@ func appendValue(dst []byte, v any, depth int) ([]byte, bool) {
 		}
 		dst = append(dst, '{')
 		var buf [8]string
-		keys := buf[:0]
-		for k := range x {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for i, k := range keys {
+		for i, k := range AppendSortedKeys(buf[:0], x) {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
@@ -599,11 +593,17 @@ func TypeName(v any) string {
 
 // SortedKeys returns the keys of m in order.
 func SortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
+	return AppendSortedKeys(make([]string, 0, len(m)), m)
+}
+
+// AppendSortedKeys appends the keys of m to keys, in order: an array on
+// the caller's stack spares the allocation for small maps.
+func AppendSortedKeys[V any](keys []string, m map[string]V) []string {
+	n := len(keys)
 	for k := range m {
 		keys = append(keys, k)
 	}
-	sort.Strings(keys)
+	slices.Sort(keys[n:])
 	return keys
 }
 
