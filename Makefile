@@ -226,7 +226,8 @@ bench:
 # parse_json's decoder, which must agree with runtime.DecodeJSON, and the
 # header name and {{secret:NAME}} matchers, which must agree with the
 # regular expressions they replace, and the audit's formatting shortcut,
-# which must write slog's text bytes; FUZZTIME=10m for a longer run.
+# which must write slog's text bytes, and the value encoder's shortcut,
+# which must write encoding/json's bytes; FUZZTIME=10m for a longer run.
 FUZZTIME ?= 60s
 fuzz:
 	$(GO) test ./gen -run '^$$' -fuzz '^FuzzLoadValidate$$' -fuzztime $(FUZZTIME)
@@ -235,6 +236,7 @@ fuzz:
 	$(GO) test ./capabilities/data/parsejson -run '^$$' -fuzz '^FuzzDecodeMatchesRuntime$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./capabilities/spec/rules -run '^$$' -fuzz '^FuzzHeaderMatchers$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runtime -run '^$$' -fuzz '^FuzzAppendTextLine$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./runtime -run '^$$' -fuzz '^FuzzAppendValueMatchesEncoder$$' -fuzztime $(FUZZTIME)
 
 clean:
 	rm -rf $(CACHE)

@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/kilnworks/kiln/runtime/nesting"
 )
@@ -102,11 +103,122 @@ func encodeJSON(v any) (e *jsonEncoder, b []byte, err error) {
 		e.enc.SetEscapeHTML(false)
 	}
 	e.buf.Reset()
+	if b, ok := appendValue(e.buf.AvailableBuffer(), v, 0); ok {
+		e.buf.Write(b)
+		return e, e.buf.Bytes(), nil
+	}
+	e.buf.Reset()
 	if err := e.enc.Encode(v); err != nil {
 		e.release()
 		return nil, nil, err
 	}
 	return e, bytes.TrimRight(e.buf.Bytes(), "\n"), nil
+}
+
+// appendValue appends the JSON of a value tree to dst, byte for byte what
+// the encoder writes (keys sorted, no HTML escaping) without its
+// reflection, or reports false for anything else (other Go types, an
+// invalid number, a string that needs escaping, nesting beyond 1000),
+// which the encoder then renders or refuses. It is kept small: every
+// sealed binary links it.
+func appendValue(dst []byte, v any, depth int) ([]byte, bool) {
+	if depth > 1000 {
+		return dst, false // perhaps a cycle: the encoder's error
+	}
+	ok := true
+	switch x := v.(type) {
+	case nil:
+		return append(dst, "null"...), true
+	case bool:
+		return strconv.AppendBool(dst, x), true
+	case string:
+		return appendString(dst, x)
+	case json.Number:
+		if x == "" {
+			x = "0"
+		}
+		return append(dst, x...), validNumber(string(x))
+	case []any:
+		if x == nil {
+			return append(dst, "null"...), true
+		}
+		dst = append(dst, '[')
+		for i, e := range x {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			if dst, ok = appendValue(dst, e, depth+1); !ok {
+				return dst, false
+			}
+		}
+		return append(dst, ']'), true
+	case map[string]any:
+		if x == nil {
+			return append(dst, "null"...), true
+		}
+		dst = append(dst, '{')
+		var buf [8]string
+		for i, k := range AppendSortedKeys(buf[:0], x) {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			if dst, ok = appendString(dst, k); !ok {
+				return dst, false
+			}
+			if dst, ok = appendValue(append(dst, ':'), x[k], depth+1); !ok {
+				return dst, false
+			}
+		}
+		return append(dst, '}'), true
+	}
+	return dst, false
+}
+
+// appendString appends s quoted, or reports false when a byte of it
+// needs the encoder's care (escapes, control bytes, non-ASCII text, which
+// it checks for invalid UTF-8 and U+2028/U+2029).
+func appendString(dst []byte, s string) ([]byte, bool) {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= utf8.RuneSelf {
+			return dst, false
+		}
+	}
+	return append(append(append(dst, '"'), s...), '"'), true
+}
+
+// validNumber reports whether s is a JSON number, as the encoder checks.
+func validNumber(s string) bool {
+	s = strings.TrimPrefix(s, "-")
+	n := leadingDigits(s)
+	if n == 0 || (s[0] == '0' && n > 1) {
+		return false
+	}
+	s = s[n:]
+	if strings.HasPrefix(s, ".") {
+		if n = leadingDigits(s[1:]); n == 0 {
+			return false
+		}
+		s = s[1+n:]
+	}
+	if len(s) > 0 && (s[0] == 'e' || s[0] == 'E') {
+		s = s[1:]
+		if len(s) > 0 && (s[0] == '+' || s[0] == '-') {
+			s = s[1:]
+		}
+		if n = leadingDigits(s); n == 0 {
+			return false
+		}
+		s = s[n:]
+	}
+	return s == ""
+}
+
+func leadingDigits(s string) int {
+	n := 0
+	for n < len(s) && '0' <= s[n] && s[n] <= '9' {
+		n++
+	}
+	return n
 }
 
 type jsonEncoder struct {
@@ -481,11 +593,17 @@ func TypeName(v any) string {
 
 // SortedKeys returns the keys of m in order.
 func SortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
+	return AppendSortedKeys(make([]string, 0, len(m)), m)
+}
+
+// AppendSortedKeys appends the keys of m to keys, in order: an array on
+// the caller's stack spares the allocation for small maps.
+func AppendSortedKeys[V any](keys []string, m map[string]V) []string {
+	n := len(keys)
 	for k := range m {
 		keys = append(keys, k)
 	}
-	sort.Strings(keys)
+	slices.Sort(keys[n:])
 	return keys
 }
 

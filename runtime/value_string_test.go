@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -74,4 +75,56 @@ func TestEncodeJSONPooledIsolation(t *testing.T) {
 	if b, _ := EncodeJSON("z"); string(b) != `"z"` {
 		t.Fatalf("after big: %s", b)
 	}
+}
+
+// checkAppendValue: appendValue writes what a fresh encoder writes for a
+// value tree, and leaves to the encoder only what it cannot take.
+func checkAppendValue(t *testing.T, v any, wantFast bool) {
+	t.Helper()
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	encErr := enc.Encode(v)
+	got, ok := appendValue(nil, v, 0)
+	if ok != wantFast {
+		t.Fatalf("appendValue(%#v) took it: %v, want %v", v, ok, wantFast)
+	}
+	if ok && (encErr != nil || string(got) != strings.TrimSuffix(buf.String(), "\n")) {
+		t.Fatalf("appendValue(%#v) = %q, encoder %q (%v)", v, got, buf.String(), encErr)
+	}
+}
+
+func TestAppendValueMatchesEncoder(t *testing.T) {
+	deep := any("x")
+	for range 1001 {
+		deep = []any{deep}
+	}
+	for _, v := range []any{
+		nil, true, false, "", "a<b>&'/\x7f", "~ !",
+		json.Number("0"), json.Number("-0.5e+10"), json.Number("1E-2"), json.Number(""), json.Number("12345678901234567890123"),
+		[]any{}, []any(nil), map[string]any(nil), map[string]any{},
+		map[string]any{"b": "<", "a": []any{json.Number("1"), nil, map[string]any{"z": "z", "": true}}, "k": "k"},
+		map[string]any{"1": 1, "2": 2, "3": 3, "4": 4, "5": 5, "6": 6, "7": 7, "8": 8, "9": "more keys than the buffer"},
+	} {
+		checkAppendValue(t, Normalize(v), true)
+	}
+	for _, v := range []any{
+		json.Number("01"), json.Number("1."), json.Number("-"), json.Number("1e"), json.Number("+1"), json.Number(".5"),
+		json.Number("abc"), json.Number("1e+"), json.Number("NaN"), 3, 2.5, []string{"a"}, map[string]int{},
+		[]any{1}, map[string]any{"a": json.Number("x")}, deep,
+		// Strings the encoder escapes or checks, as values and as keys.
+		"\"", "\\", "\b\f\n\r\t", "\x00", "\x1f", "é", "\u2028", "\xff", []any{"a", "\n"}, map[string]any{"\xff": "k"},
+	} {
+		checkAppendValue(t, v, false)
+	}
+}
+
+func FuzzAppendValueMatchesEncoder(f *testing.F) {
+	f.Add("a\u2028\xff\"", "1.5e-3", true)
+	f.Fuzz(func(t *testing.T, s, number string, b bool) {
+		n := json.Number(number)
+		_, plain := appendString(nil, s)
+		checkAppendValue(t, map[string]any{s: []any{s, b, nil}, "n": n}, plain && validNumber(cmp.Or(number, "0")))
+		checkAppendValue(t, s, plain)
+	})
 }

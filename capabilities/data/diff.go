@@ -44,18 +44,29 @@ func index(path string, i int) string {
 	return path + "[" + strconv.Itoa(i) + "]"
 }
 
+// sameLeaf reports whether left and right are equal leaves, for which
+// walk records nothing: their path need not be built.
+func sameLeaf(left, right any) bool {
+	switch left.(type) {
+	case map[string]any, []any:
+		return false
+	}
+	return runtime.Equal(left, right)
+}
+
 func (d *differ) walk(path string, left, right any) {
+	var buf [8]string // the keys of a small object, without allocating
 	switch l := left.(type) {
 	case map[string]any:
 		if r, ok := right.(map[string]any); ok {
-			for _, k := range runtime.SortedKeys(l) {
-				if rv, ok := r[k]; ok {
-					d.walk(key(path, k), l[k], rv)
-				} else {
+			for _, k := range runtime.AppendSortedKeys(buf[:0], l) {
+				if rv, ok := r[k]; !ok {
 					d.removed[key(path, k)] = l[k]
+				} else if !sameLeaf(l[k], rv) {
+					d.walk(key(path, k), l[k], rv)
 				}
 			}
-			for _, k := range runtime.SortedKeys(r) {
+			for _, k := range runtime.AppendSortedKeys(buf[:0], r) {
 				if _, ok := l[k]; !ok {
 					d.added[key(path, k)] = r[k]
 				}
@@ -70,7 +81,7 @@ func (d *differ) walk(path string, left, right any) {
 					d.removed[index(path, i)] = l[i]
 				case i >= len(l):
 					d.added[index(path, i)] = r[i]
-				default:
+				case !sameLeaf(l[i], r[i]):
 					d.walk(index(path, i), l[i], r[i])
 				}
 			}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -33,6 +34,7 @@ func decode(text string) (any, error) {
 	}
 	d.src.Reset(text)
 	d.dec.Reset(&d.src, decodeOptions...)
+	d.text = text
 	v, err := d.value()
 	if err == nil {
 		if _, terr := d.dec.ReadToken(); terr != io.EOF {
@@ -40,10 +42,11 @@ func decode(text string) (any, error) {
 		}
 	}
 	d.src.Reset("") // the pool keeps no reference to the document
+	d.text = ""
 	if err != nil {
 		return nil, err // a decoder that saw an error is not reused
 	}
-	if len(text) <= 64<<10 { // nor one whose buffer grew large
+	if len(text) <= 64<<10 && cap(d.items) <= 1024 { // nor one whose buffers grew large
 		decoders.Put(d)
 	}
 	return v, nil
@@ -54,8 +57,10 @@ func decode(text string) (any, error) {
 var decodeOptions = []jsontext.Options{jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)}
 
 type decoder struct {
-	src strings.Reader
-	dec *jsontext.Decoder
+	src   strings.Reader
+	dec   *jsontext.Decoder
+	text  string // the document being read
+	items []any  // elements of the arrays being read
 }
 
 // decoders keeps decoders (and their buffers) for the next document.
@@ -67,30 +72,17 @@ var errEnd = errors.New("unexpected end of JSON input")
 // value reads the next JSON value as a value tree. Recursion is bounded:
 // decode checked the nesting first.
 func (d *decoder) value() (any, error) {
-	tok, err := d.dec.ReadToken()
-	if err != nil {
-		if err == io.EOF {
-			return nil, errEnd
-		}
-		return nil, err
-	}
-	switch tok.Kind() {
-	case 'n':
-		return nil, nil
-	case 't', 'f':
-		return tok.Bool(), nil
-	case '"':
-		return tok.String(), nil
-	case '0':
-		return json.Number(tok.String()), nil
+	switch d.dec.PeekKind() {
 	case '{':
+		if _, err := d.dec.ReadToken(); err != nil {
+			return nil, err
+		}
 		m := map[string]any{}
 		for d.dec.PeekKind() == '"' {
-			name, err := d.dec.ReadToken()
+			k, err := d.str()
 			if err != nil {
 				return nil, err
 			}
-			k := name.String() // before the next read voids the token
 			v, err := d.value()
 			if err != nil {
 				return nil, err
@@ -99,17 +91,82 @@ func (d *decoder) value() (any, error) {
 		}
 		return m, d.end()
 	case '[':
-		a := []any{}
+		if _, err := d.dec.ReadToken(); err != nil {
+			return nil, err
+		}
+		// The elements gather on the decoder's stack (nested arrays above
+		// them) and move to an array of their exact length: one
+		// allocation, not one per doubling.
+		base := len(d.items)
 		for k := d.dec.PeekKind(); k != ']' && k != 0; k = d.dec.PeekKind() {
 			v, err := d.value()
 			if err != nil {
 				return nil, err
 			}
-			a = append(a, v)
+			d.items = append(d.items, v)
 		}
+		a := append(make([]any, 0, len(d.items)-base), d.items[base:]...)
+		clear(d.items[base:]) // the pool keeps no reference to the values
+		d.items = d.items[:base]
 		return a, d.end()
+	case '"':
+		return d.str()
+	case 'n', 't', 'f', '0':
+		raw, err := d.leaf()
+		if err != nil {
+			return nil, err
+		}
+		switch raw[0] {
+		case 'n':
+			return nil, nil
+		case 't':
+			return true, nil
+		case 'f':
+			return false, nil
+		}
+		return json.Number(raw), nil // the number as written
 	}
-	return nil, errors.New("invalid JSON token") // not reached: ReadToken reports it
+	// No value here: ReadToken says why, in the words it always used.
+	switch _, err := d.dec.ReadToken(); err {
+	case nil:
+		return nil, errors.New("invalid JSON token") // not reached: ReadToken reports it
+	case io.EOF:
+		return nil, errEnd
+	default:
+		return nil, err
+	}
+}
+
+// leaf reads the next scalar (or object name) and returns its text as it
+// stands in the document: a substring, so neither it nor the numbers and
+// names taken from it are copied (the value tree keeps the document
+// alive, as long as the run keeps the parsed value).
+func (d *decoder) leaf() (string, error) {
+	raw, err := d.dec.ReadValue()
+	if err != nil {
+		if err == io.EOF {
+			return "", errEnd
+		}
+		return "", err
+	}
+	end := int(d.dec.InputOffset())
+	return d.text[end-len(raw) : end], nil
+}
+
+// str reads the next string (or object name). Without escapes and in
+// valid UTF-8 it is the text between the quotes; otherwise it is
+// unquoted as jsontext's Token.String does it: escapes resolved, invalid
+// UTF-8 and lone surrogates replaced with U+FFFD.
+func (d *decoder) str() (string, error) {
+	raw, err := d.leaf()
+	if err != nil {
+		return "", err
+	}
+	if s := raw[1 : len(raw)-1]; strings.IndexByte(s, '\\') < 0 && utf8.ValidString(s) {
+		return s, nil
+	}
+	b, _ := jsontext.AppendUnquote(nil, raw) // the replacements above, reported as an error: not one here
+	return string(b), nil
 }
 
 // end reads the '}' or ']' closing an object or array, or the error in

@@ -16,7 +16,7 @@ var decodeCorpus = []string{
 	`-0`, `1e400`, `-1.5E-3`, `123456789012345678901234567890`, `1.0`, `0`,
 	"\"\xff\"", "{\"\xff\":1}", "\"a\xc3\"", `"\ud800"`, `"\ud800\u0041"`, `"\udc00"`, `"\ud83d\ude00"`,
 	`"\u0000"`, `"\/\b\f\n\r\t\"\\"`, "\"\x01\"", "\"\t\"",
-	` [1 , 2 ] `, "\n{\"a\"\t:\r1}\n",
+	` [1 , 2 ] `, "\n{\"a\"\t:\r1}\n", `[1,[2,[3,4],[],5],6]`, `{"a":[1,{"b":[2,3]}],"c":[],"d":[[[]]]}`,
 	// Invalid, each for its own reason.
 	``, `   `, `01`, `1.`, `-`, `+1`, `.5`, `1e`, `[1,]`, `{"a":1,}`, `{"a"}`, `{,}`, `[,1]`, `nul`, `tru`,
 	`{1:2}`, `{"a" 1}`, `[1 2]`, `{"a":1 "b":2}`, `"abc`, `[`, `{`, `]`, `}`, `{"a":`, "\ufeff{}", `'a'`,
@@ -108,4 +108,24 @@ func BenchmarkDecode(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestDecodePoolKeepsNoValues: a decoder back in the pool holds neither
+// the document nor any value of it.
+func TestDecodePoolKeepsNoValues(t *testing.T) {
+	if _, err := decode(`[1,[2,["x",{"y":[3]}]],4]`); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := decoders.Get().(*decoder)
+	if d == nil {
+		t.Skip("the pool dropped the decoder")
+	}
+	if d.text != "" || len(d.items) != 0 || cap(d.items) == 0 {
+		t.Fatalf("pooled decoder: text %q, %d items (cap %d)", d.text, len(d.items), cap(d.items))
+	}
+	for i, v := range d.items[:cap(d.items)] {
+		if v != nil {
+			t.Fatalf("pooled decoder keeps item %d: %#v", i, v)
+		}
+	}
 }
