@@ -123,55 +123,13 @@ func Encode(m *Manifest) ([]byte, error) {
 // Decode parses manifest JSON, refusing unknown shapes.
 func Decode(data []byte) (*Manifest, error) {
 	var m Manifest
-	if err := unmarshal(data, &m, &m.Schema); err != nil {
-		return nil, err
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("manifest is not valid JSON: %v", err)
+	}
+	if m.Schema != Schema {
+		return nil, fmt.Errorf("manifest schema %q, want %q", m.Schema, Schema)
 	}
 	return &m, nil
-}
-
-// DecodeForStart is Decode for a sealed binary's start: it reads only
-// what the seal check and the run CLI use (schema, workflow,
-// kiln_version, the families' ids and keys, inputs, degraded and the two
-// digests) and leaves the other fields empty. encoding/json builds a
-// decoder and an encoder by reflection for every field type of the
-// target on first use, so a smaller target is a shorter start; `BIN
-// manifest`, `--version` and inspect print the whole manifest and use
-// Decode.
-func DecodeForStart(data []byte) (*Manifest, error) {
-	var s struct {
-		Schema   string     `json:"schema"`
-		Workflow Workflow   `json:"workflow"`
-		Kiln     string     `json:"kiln_version"`
-		Families []struct { // not Family: its package and tag are not read
-			ID   string   `json:"id"`
-			Keys []string `json:"keys"`
-		} `json:"families"`
-		Inputs       []Input  `json:"inputs"`
-		Degraded     []string `json:"degraded"`
-		NeedsSHA256  string   `json:"effective_needs_sha256"`
-		TablesSHA256 string   `json:"tables_sha256"`
-	}
-	if err := unmarshal(data, &s, &s.Schema); err != nil {
-		return nil, err
-	}
-	m := &Manifest{Schema: s.Schema, Workflow: s.Workflow, KilnVersion: s.Kiln, Inputs: s.Inputs,
-		Degraded: s.Degraded, EffectiveNeedsSHA256: s.NeedsSHA256, TablesSHA256: s.TablesSHA256}
-	for _, f := range s.Families {
-		m.Families = append(m.Families, Family{ID: f.ID, Keys: f.Keys})
-	}
-	return m, nil
-}
-
-// unmarshal decodes manifest JSON into v and checks the schema it read
-// into *schema.
-func unmarshal(data []byte, v any, schema *string) error {
-	if err := json.Unmarshal(data, v); err != nil {
-		return fmt.Errorf("manifest is not valid JSON: %v", err)
-	}
-	if *schema != Schema {
-		return fmt.Errorf("manifest schema %q, want %q", *schema, Schema)
-	}
-	return nil
 }
 
 // The embedded form is begin, the JSON length as lenDigits decimal

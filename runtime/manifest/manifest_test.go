@@ -2,7 +2,6 @@ package manifest
 
 import (
 	"bytes"
-	"reflect"
 	"strings"
 	"testing"
 )
@@ -88,41 +87,5 @@ func TestKilnVersionInTests(t *testing.T) {
 	// A test binary of this module is a development build.
 	if v := KilnVersion(); v != "devel" && !strings.HasPrefix(v, "v") {
 		t.Errorf("KilnVersion = %q", v)
-	}
-}
-
-// DecodeForStart reads what a sealed binary's start uses, the same as
-// Decode does, and nothing else: each field it skips is a field type
-// encoding/json does not reflect on at every start.
-func TestDecodeForStart(t *testing.T) {
-	full := sample()
-	full.KilnSum, full.GoVersion = "h1:abc=", "go1.99"
-	full.Families[0].Keys = []string{"flow.control", "flow.approval"}
-	full.Triggers, full.AuthKinds, full.CapabilityKeys = []string{"manual"}, []string{"bearer"}, []string{"flow.control"}
-	full.Degraded = []string{"net.http"}
-	full.EffectiveNeedsSHA256, full.TablesSHA256 = strings.Repeat("cd", 32), strings.Repeat("ef", 32)
-	full.MainModule, full.Modules, full.BinarySHA256 = &Module{Path: "m"}, []Module{{Path: "d"}}, strings.Repeat("01", 32)
-	data, err := Encode(full)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := DecodeForStart(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := &Manifest{
-		Schema: full.Schema, Workflow: full.Workflow, KilnVersion: full.KilnVersion,
-		Families: []Family{{ID: "control", Keys: full.Families[0].Keys}},
-		Inputs:   full.Inputs, Degraded: full.Degraded,
-		EffectiveNeedsSHA256: full.EffectiveNeedsSHA256, TablesSHA256: full.TablesSHA256,
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("DecodeForStart =\n%+v\nwant\n%+v", got, want)
-	}
-	if _, err := DecodeForStart([]byte(`{"schema":"other/v9"}`)); err == nil || !strings.Contains(err.Error(), "other/v9") {
-		t.Errorf("foreign schema accepted: %v", err)
-	}
-	if _, err := DecodeForStart([]byte(`{`)); err == nil {
-		t.Error("broken JSON accepted")
 	}
 }

@@ -72,22 +72,12 @@ func Run(args []string, wf *workflow.Workflow, manifestBlob []byte, o Options) i
 				fmt.Fprintf(o.Stderr, "%s: manifest takes no arguments\n", o.Prog)
 				return cli.ExitUsage
 			}
-			full, err := manifest.Decode(raw)
-			if err != nil {
-				fmt.Fprintf(o.Stderr, "%s: %v\n", o.Prog, err)
-				return cli.ExitTampered
-			}
-			if _, err := o.Stdout.Write(printable(raw, full)); err != nil {
+			if _, err := o.Stdout.Write(printable(raw, m)); err != nil {
 				return cli.ExitUsage
 			}
 			return cli.ExitOK
 		case "--version", "-version", "version":
-			full, err := manifest.Decode(raw)
-			if err != nil {
-				fmt.Fprintf(o.Stderr, "%s: %v\n", o.Prog, err)
-				return cli.ExitTampered
-			}
-			fmt.Fprintln(o.Stdout, versionLine(o.Prog, full))
+			fmt.Fprintln(o.Stdout, versionLine(o.Prog, m))
 			return cli.ExitOK
 		}
 	}
@@ -115,9 +105,7 @@ func Run(args []string, wf *workflow.Workflow, manifestBlob []byte, o Options) i
 	})
 }
 
-// open unwraps the manifest and decodes what the start reads of it;
-// checkSeal compares that with wf. `manifest` and `--version` decode the
-// whole of it.
+// open unwraps and decodes the manifest; checkSeal compares it with wf.
 func open(wf *workflow.Workflow, blob []byte) ([]byte, *manifest.Manifest, error) {
 	if wf == nil {
 		return nil, nil, fmt.Errorf("no compiled-in workflow")
@@ -126,7 +114,7 @@ func open(wf *workflow.Workflow, blob []byte) ([]byte, *manifest.Manifest, error
 	if err != nil {
 		return nil, nil, err
 	}
-	m, err := manifest.DecodeForStart(raw)
+	m, err := manifest.Decode(raw)
 	if err != nil {
 		return nil, nil, err
 	}
