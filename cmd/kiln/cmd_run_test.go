@@ -25,6 +25,9 @@ var kilnBin struct {
 }
 
 func TestMain(m *testing.M) {
+	if os.Getenv(maxRSSHelperEnv) != "" {
+		os.Exit(runForMaxRSS(os.Args[1:])) // cmd_check_nesting_test.go
+	}
 	code := m.Run()
 	if kilnBin.dir != "" {
 		os.RemoveAll(kilnBin.dir)
