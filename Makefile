@@ -17,7 +17,15 @@ build:
 
 # tools: external programs that interop tests use (Go and npm tools into
 # .cache, Debian packages system-wide).
-tools: cosign mcp-everything mermaid-parser deb-tools postgres-tools
+tools: cosign mcp-everything mermaid-parser deb-tools postgres-tools modcache
+
+# modcache: kiln's whole module graph in the module cache. The offline
+# pipeline recipe test (gen TestPipelineRecipe) tidies and vendors with
+# GOPROXY=off, which reads modules a build never downloads (test-only and
+# build-tagged dependencies); on a fresh machine they are fetched here.
+.PHONY: modcache
+modcache:
+	@$(GO) mod download all
 
 # deb-tools: Debian packages that interop tests drive, as COMMAND=PACKAGE
 # pairs; a package is installed only when its command is missing, with one
