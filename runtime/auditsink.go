@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	goruntime "runtime"
 	"sync"
 	"time"
 )
@@ -15,16 +14,13 @@ const heldFor = 100 * time.Millisecond
 
 // lineSink is the audit logger's last handler. It formats each record
 // with slog's text or JSON handler into a buffer of its own (so the bytes
-// are exactly slog's; a run's own events take appendTextLine's shortcut
-// to the same bytes) and hands the line to the sink's writer goroutine,
-// which writes the lines of every run that ended meanwhile with one Write
-// (group commit); Handle returns once the Write carrying its line has
-// returned, with that Write's error. So a served request's lines are
-// written before its reply is sent, and concurrent requests share one
-// write(2) instead of paying one each. A run's workflow.started line is
-// held back until the run's next line and written with it: a short run's
-// two lines cost one line's share of a Write. A held line waits at most
-// heldFor, and Close writes any still held.
+// are exactly slog's; in a serving binary a run's own events take
+// appendTextLine's shortcut to the same bytes) and writes the line with
+// one Write. A run's workflow.started line is held back until the run's
+// next line, and written with it in the same Write: a short run (a
+// served request) costs one write(2) instead of two, and its lines are
+// still written before the run returns, so before its reply is sent. A
+// held line waits at most heldFor, and Close writes any still held.
 type lineSink struct {
 	out    *sinkOut
 	level  slog.Leveler
@@ -36,11 +32,11 @@ type lineSink struct {
 }
 
 // sinkOut is what every sink derived with WithAttrs/WithGroup shares: the
-// writer, the lines held back, and the lines waiting for the next Write.
+// writer, and the lines held back.
 type sinkOut struct {
-	// mu guards every field below. Lines enter pending under it in the
-	// order they are to be written, so a run's held line is never written
-	// after the run's next line.
+	// mu serialises the writes (as slog's own handlers do), and taking a
+	// held line and writing it happen under it, so a run's held line is
+	// never written after the run's next line.
 	mu     sync.Mutex
 	w      io.Writer
 	held   map[string]*lineBuf // by execution_id
@@ -49,28 +45,7 @@ type sinkOut struct {
 	// cheaper than a timer per run.
 	timer *time.Timer
 	armed bool
-
-	// pending holds the lines of batch, which the writer goroutine writes
-	// with its next Write. wake (capacity 1) tells it pending has lines;
-	// the goroutine starts with the first line and ends at Close, closing
-	// stopped.
-	pending []byte
-	batch   *batch
-	wake    chan struct{}
-	stopped chan struct{}
 }
-
-// batch is the lines one Write carries: done is closed when that Write
-// has returned, and err is its error.
-type batch struct {
-	_    [0]func() // not comparable: no equality function in every binary
-	done chan struct{}
-	err  error
-}
-
-// maxSpare bounds the buffer the writer keeps between Writes: a burst
-// of long lines does not pin its memory for the life of the process.
-const maxSpare = 1 << 20
 
 // lineBuf is one formatter writing into its own buffer. A held line stays
 // in its lineBuf (no copy) until it is written; the buffer then goes back
@@ -157,98 +132,25 @@ func (s *lineSink) Handle(ctx context.Context, r slog.Record) error {
 		o.mu.Unlock()
 		return nil
 	}
-	b, err := o.put(out.buf)
+	_, err := o.w.Write(out.buf)
 	out.release()
 	o.mu.Unlock()
-	if b != nil {
-		<-b.done
-		return b.err
-	}
 	return err
 }
 
-// The serving audit, for binaries that serve many runs a second: nil in a
-// binary that never calls EnableServingAudit (a one-shot binary), which
-// then links neither, and writes each line (a short run's two lines) with
-// a Write of its own.
-var (
-	// textShortcut formats a run's own events (appendTextLine).
-	textShortcut func(b []byte, r *slog.Record, clock *logClock) ([]byte, bool)
-	// groupCommit hands a line to the writer goroutine ((*sinkOut).enqueue).
-	groupCommit func(o *sinkOut, line []byte) *batch
-)
+// textShortcut is appendTextLine in a binary that calls
+// EnableServingAudit, else nil: a binary that never does (a one-shot
+// binary) does not link the shortcut, and all its lines go through slog.
+var textShortcut func(b []byte, r *slog.Record, clock *logClock) ([]byte, bool)
 
-// EnableServingAudit turns on the audit logger's group commit and its
-// formatting shortcut. The http family calls it in its init: a served
-// request logs two lines, and slog's generic path and a write(2) per
-// request are a sizeable share of its cost.
-func EnableServingAudit() {
-	textShortcut, groupCommit = appendTextLine, (*sinkOut).enqueue
-}
+// EnableServingAudit lets text audit loggers write the lines of a run's
+// own events with appendTextLine. The http family calls it in its init:
+// a served request logs two lines, and slog's generic path was a
+// sizeable share of its cost.
+func EnableServingAudit() { textShortcut = appendTextLine }
 
 // ServingAudit reports whether EnableServingAudit has run.
-func ServingAudit() bool { return groupCommit != nil && textShortcut != nil }
-
-// put writes line, or with group commit hands it to the writer goroutine
-// and returns the batch to wait for (the line is written when its done
-// is closed). Called with mu held.
-func (o *sinkOut) put(line []byte) (*batch, error) {
-	if enqueue := groupCommit; enqueue != nil && !o.closed {
-		return enqueue(o, line), nil
-	}
-	// No writer goroutine (or it has ended: a line logged after Close).
-	_, err := o.w.Write(line)
-	return nil, err
-}
-
-// enqueue adds line to the next Write and returns the batch it is in,
-// starting the writer goroutine with the first line (groupCommit).
-// Called with mu held and the sink open.
-func (o *sinkOut) enqueue(line []byte) *batch {
-	if o.batch == nil {
-		o.batch = &batch{done: make(chan struct{})}
-		if o.wake == nil {
-			o.wake, o.stopped = make(chan struct{}, 1), make(chan struct{})
-			go o.writeBatches()
-		}
-		select {
-		case o.wake <- struct{}{}:
-		default: // already told
-		}
-	}
-	o.pending = append(o.pending, line...)
-	return o.batch
-}
-
-// writeBatches is the writer goroutine: each wake-up writes everything
-// pending with one Write, until Close closes wake.
-func (o *sinkOut) writeBatches() {
-	var spare []byte
-	for {
-		_, open := <-o.wake
-		if open {
-			// Let the runs already ready to go on this core end and add
-			// their lines first: under load this is what makes a batch hold
-			// more than one run's lines.
-			goruntime.Gosched()
-		}
-		o.mu.Lock()
-		data, b := o.pending, o.batch
-		o.pending, o.batch = spare[:0], nil
-		o.mu.Unlock()
-		if b != nil {
-			_, b.err = o.w.Write(data)
-			close(b.done)
-		}
-		if spare = data; cap(spare) > maxSpare {
-			spare = nil
-		}
-		if !open {
-			close(o.stopped)
-			return
-		}
-	}
-}
+func ServingAudit() bool { return textShortcut != nil }
 
 // arm starts the timer unless it is running. Called with mu held.
 func (o *sinkOut) arm(d time.Duration) {
@@ -277,7 +179,7 @@ func runOf(r *slog.Record) string {
 	return id
 }
 
-// writeDue hands the writer the lines held for heldFor or longer, and
+// writeDue writes the lines held for heldFor or longer, and
 // rearms the timer for the next one due. Lines of different runs are not
 // ordered among themselves (each carries its time).
 func (o *sinkOut) writeDue() {
@@ -295,7 +197,7 @@ func (o *sinkOut) writeDue() {
 			continue
 		}
 		delete(o.held, id)
-		_, _ = o.put(h.buf)
+		_, _ = o.w.Write(h.buf)
 		h.release()
 	}
 	if len(o.held) > 0 {
@@ -303,43 +205,23 @@ func (o *sinkOut) writeDue() {
 	}
 }
 
-// Close writes every line still held and waits for the writer goroutine
-// to write what is pending and end; later lines are written at once. It
-// returns the first error of those writes, and leaves the writer open
-// (the files' closer closes them).
+// Close writes every line still held; later started lines are written at
+// once. It leaves the writer open (the files' closer closes them).
 func (s *lineSink) Close() error {
 	o := s.out
 	o.mu.Lock()
-	if o.closed {
-		o.mu.Unlock()
-		return nil
-	}
+	defer o.mu.Unlock()
+	o.closed = true
 	if o.timer != nil {
 		o.timer.Stop()
 	}
 	var first error
-	var last *batch
 	for id, h := range o.held {
 		delete(o.held, id)
-		b, err := o.put(h.buf)
-		if b != nil {
-			last = b
-		} else if first == nil {
+		if _, err := o.w.Write(h.buf); err != nil && first == nil {
 			first = err
 		}
 		h.release()
-	}
-	o.closed = true
-	wake, stopped := o.wake, o.stopped
-	if wake != nil {
-		close(wake)
-	}
-	o.mu.Unlock()
-	if stopped != nil {
-		<-stopped
-	}
-	if first == nil && last != nil {
-		first = last.err
 	}
 	return first
 }

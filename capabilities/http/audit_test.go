@@ -40,8 +40,8 @@ func TestRouteAuditLinesWithDefaultLogger(t *testing.T) {
 	}
 }
 
-// TestServingAuditEnabled: a binary linking the http family writes its
-// audit with group commit and the formatting shortcut.
+// TestServingAuditEnabled: a binary linking the http family formats a
+// run's audit lines with the shortcut.
 func TestServingAuditEnabled(t *testing.T) {
 	if !runtime.ServingAudit() {
 		t.Fatal("the http family's init did not enable the serving audit")

@@ -12,7 +12,7 @@ import (
 var flagBind string
 
 func init() {
-	// Group commit and the formatting shortcut (runtime/auditsink.go).
+	// A run's audit lines take the formatting shortcut (runtime/auditline.go).
 	runtime.EnableServingAudit()
 	runtime.RegisterExtension(runtime.Extension{
 		Name: "http",
