@@ -184,7 +184,8 @@ vet:
 test-intro:
 	@echo "make test: installs what interop tests drive, once: cosign $(COSIGN_VERSION) into $(BIN) (go install, about 2 minutes),"
 	@echo "  MCP server-everything $(MCP_EVERYTHING_VERSION) and Mermaid's parser into .cache (npm ci), PostgreSQL and Debian packages for: $(DEB_TOOLS) (apt-get, as root);"
-	@echo "  then go vet and go test ./...: about 4 minutes on 2 cores with warm caches, 10-20 minutes on a first run (it compiles every dependency)."
+	@echo "  kiln's whole module graph into the module cache (go mod download all, for the offline pipeline recipe test);"
+	@echo "  then go vet and go test ./...: about 3 minutes on 2 cores with warm caches, 10-20 minutes on a first run (it compiles every dependency)."
 
 # kiln_testhooks compiles the test-only hooks (the sandbox tests switch
 # kiln's own path checks off to prove Landlock alone holds); no binary
