@@ -23,9 +23,12 @@ tools: cosign mcp-everything mermaid-parser deb-tools postgres-tools modcache
 # pipeline recipe test (gen TestPipelineRecipe) tidies and vendors with
 # GOPROXY=off, which reads modules a build never downloads (test-only and
 # build-tagged dependencies); on a fresh machine they are fetched here.
+# It works on copies of go.mod and go.sum: go mod download would record
+# every module's checksum in the checkout's go.sum.
 .PHONY: modcache
 modcache:
-	@$(GO) mod download all
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && cp go.mod go.sum "$$tmp"/ && \
+		$(GO) mod download -modfile="$$tmp/go.mod" all
 
 # deb-tools: Debian packages that interop tests drive, as COMMAND=PACKAGE
 # pairs; a package is installed only when its command is missing, with one
