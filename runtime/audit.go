@@ -135,9 +135,11 @@ func NewAuditLogger(o AuditOptions) (*slog.Logger, io.Closer, error) {
 	}
 	opts := &slog.HandlerOptions{Level: level}
 	var format func(io.Writer) slog.Handler
+	plainText := false
 	switch o.Format {
 	case "", "text":
 		format = func(w io.Writer) slog.Handler { return slog.NewTextHandler(w, opts) }
+		plainText = true
 	case "json":
 		format = func(w io.Writer) slog.Handler { return slog.NewJSONHandler(w, opts) }
 	default:
@@ -145,7 +147,7 @@ func NewAuditLogger(o AuditOptions) (*slog.Logger, io.Closer, error) {
 		return nil, nil, fmt.Errorf("log format %q: want text or json", o.Format)
 	}
 	sink := newLineSink(w, level, format)
-	sink.plainText = o.Format == "" || o.Format == "text"
+	sink.plainText = plainText
 	closer = closers{sink, closer} // held lines are written before the files close
 	rh := &redactHandler{inner: sink}
 	if len(o.RedactFields)+len(o.DropFields) > 0 {

@@ -118,6 +118,7 @@ func (s *lineSink) Handle(ctx context.Context, r slog.Record) error {
 	id := runOf(&r)
 	o := s.out
 	o.mu.Lock()
+	defer o.mu.Unlock()
 	out := lb
 	if h := o.held[id]; h != nil && id != "" {
 		delete(o.held, id)
@@ -129,12 +130,10 @@ func (s *lineSink) Handle(ctx context.Context, r slog.Record) error {
 		out.at = time.Now()
 		o.held[id] = out
 		o.arm(heldFor)
-		o.mu.Unlock()
 		return nil
 	}
 	_, err := o.w.Write(out.buf)
 	out.release()
-	o.mu.Unlock()
 	return err
 }
 
@@ -179,9 +178,9 @@ func runOf(r *slog.Record) string {
 	return id
 }
 
-// writeDue writes the lines held for heldFor or longer, and
-// rearms the timer for the next one due. Lines of different runs are not
-// ordered among themselves (each carries its time).
+// writeDue writes the lines held for heldFor or longer, and rearms the
+// timer for the next one due. Lines of different runs are not ordered
+// among themselves (each carries its time).
 func (o *sinkOut) writeDue() {
 	o.mu.Lock()
 	defer o.mu.Unlock()

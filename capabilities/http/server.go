@@ -566,11 +566,11 @@ func (s *Server) serveRoute(w http.ResponseWriter, r *http.Request, rt *route, s
 	if code != 0 {
 		return code // refused, invalid or replayed: already answered
 	}
-	if fresh {
-		a.runID = id
-	}
 	if rt.async {
 		return asyncServing.accept(s, w, r, rt, a) // async.go
+	}
+	if fresh {
+		a.runID = id // a generated request id names the sync run too
 	}
 	return s.runRoute(w, r, rt, a, start)
 }
@@ -590,7 +590,7 @@ type admitted struct {
 	trigger map[string]any
 	key     string // the idempotency key claimed ("" = none)
 	tp      string // the caller's traceparent header
-	runID   string // the run's execution id ("" = a new one)
+	runID   string // a sync run's execution id ("" = a new one)
 }
 
 // admit takes a request through the route's checks in the order of
