@@ -140,10 +140,17 @@ func prepareParallel(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, er
 		targets[i] = t
 	}
 	return func(ctx context.Context, c *runtime.Call) (runtime.Result, error) {
-		// Inputs are resolved before any goroutine starts.
+		// Inputs are resolved before any goroutine starts, once for
+		// consecutive branches that name the same input_from (fanning one
+		// value out to several workflows is the common case): a lookup
+		// returns the same value each time, which no child can change.
 		jobs := make([]runtime.ChildJob, len(targets))
+		var in any
 		for i, t := range targets {
-			jobs[i] = runtime.ChildJob{Program: t.prog, Start: t.start, Input: inputOf(c, c.Node.Branches[i].InputFrom)}
+			if from := c.Node.Branches[i].InputFrom; i == 0 || from != c.Node.Branches[i-1].InputFrom {
+				in = inputOf(c, from)
+			}
+			jobs[i] = runtime.ChildJob{Program: t.prog, Start: t.start, Input: in}
 		}
 		return fanOut(ctx, c, len(jobs), func(i int) runtime.ChildJob { return jobs[i] },
 			func(i int) string { return targets[i].path }, len(jobs))
