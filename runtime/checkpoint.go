@@ -196,7 +196,7 @@ func (r *Run) pause(pn *programNode, reason string) *Outcome {
 	if err := r.writeCheckpoint(next, "paused", reason); err != nil {
 		return r.errored(err)
 	}
-	return &Outcome{Status: StatusPaused, RunID: r.ExecutionID, LastNode: pn.node.ID, Reason: reason}
+	return &Outcome{Status: StatusPaused, RunID: r.ID(), LastNode: pn.node.ID, Reason: reason}
 }
 
 func (r *Run) writeCheckpoint(next, state, reason string) error {
@@ -209,7 +209,7 @@ func (r *Run) writeCheckpoint(next, state, reason string) error {
 		loops[strconv.Itoa(k)] = v
 	}
 	cp := &Checkpoint{
-		RunID: r.ExecutionID, Workflow: r.Program.Workflow.Name, WorkflowDigest: r.Program.Workflow.Digest,
+		RunID: r.ID(), Workflow: r.Program.Workflow.Name, WorkflowDigest: r.Program.Workflow.Digest,
 		StartNode: r.StartNode, State: state, Reason: reason, PausedAt: r.last, NextNode: next,
 		Trigger: r.trigger, Outputs: r.Outputs(), Loops: loops,
 	}

@@ -14,7 +14,7 @@ import (
 func TestChildStateResetIsComplete(t *testing.T) {
 	// runChild assigns these for every child.
 	setByRunChild := map[string]bool{
-		"Engine": true, "Program": true, "ExecutionID": true, "StartNode": true, "DryRun": true,
+		"Engine": true, "Program": true, "idNum": true, "StartNode": true, "DryRun": true,
 		"Deadline": true, "Depth": true, "Counters": true, "budget": true, "parent": true,
 		"lazyTrigger": true, "triggerKind": true, "triggerInput": true, "outputs": true, "begun": true,
 	}
@@ -34,6 +34,8 @@ func TestChildStateResetIsComplete(t *testing.T) {
 	c.mu.Unlock()
 	c.trigger = map[string]any{"kind": "old"}
 	c.triggerOnce.Do(func() {})
+	c.ExecutionID = "run-1.4"
+	c.idOnce.Do(func() {})
 	c.loops = map[int]int{0: 1}
 	c.trace = &Trace{}
 	c.respond = &HTTPResponse{}
@@ -65,7 +67,7 @@ func TestChildStateResetIsComplete(t *testing.T) {
 	// The test above knows every field: one it has not set cannot show
 	// that reset clears it.
 	known := map[string]bool{"spare": true, "children": true, "call": true, "completion": true, "mu": true,
-		"trigger": true, "triggerOnce": true, "loops": true, "trace": true, "respond": true, "last": true, "nodeAt": true, "ended": true}
+		"ExecutionID": true, "idOnce": true, "trigger": true, "triggerOnce": true, "loops": true, "trace": true, "respond": true, "last": true, "nodeAt": true, "ended": true}
 	for i := range rt.NumField() {
 		if n := rt.Field(i).Name; !setByRunChild[n] && !known[n] {
 			t.Errorf("Run has a new field %s: have childState.reset clear it (or runChild set it) and add it here", n)

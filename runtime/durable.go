@@ -224,7 +224,7 @@ func (r *Run) durable(ctx context.Context, opts RunOptions) *Outcome {
 	if store == nil {
 		return r.errored(Errorf(ClassConfig, "checkpointing and resuming need a state directory (--state-dir)"))
 	}
-	release, err := store.Claim(ctx, r.ExecutionID)
+	release, err := store.Claim(ctx, r.ID())
 	if err != nil {
 		return r.errored(&Error{Class: ClassConfig, Msg: err.Error(), Err: err})
 	}
@@ -237,10 +237,10 @@ func (r *Run) durable(ctx context.Context, opts RunOptions) *Outcome {
 		// what is still incomplete.
 		was := cp
 		if cp, err = store.Load(ctx, was.RunID); err != nil {
-			return r.errored(&Error{Class: ClassConfig, Msg: fmt.Sprintf("resume %s: %v", r.ExecutionID, err), Err: err})
+			return r.errored(&Error{Class: ClassConfig, Msg: fmt.Sprintf("resume %s: %v", r.ID(), err), Err: err})
 		}
 		if cp.State != was.State || cp.NextNode != was.NextNode || cp.PausedAt != was.PausedAt {
-			return r.errored(&Error{Class: ClassConfig, Msg: fmt.Sprintf("resume %s: the run %v", r.ExecutionID, ErrRunMoved), Err: ErrRunMoved})
+			return r.errored(&Error{Class: ClassConfig, Msg: fmt.Sprintf("resume %s: the run %v", r.ID(), ErrRunMoved), Err: ErrRunMoved})
 		}
 		if err := r.Program.CheckResume(cp); err != nil {
 			return r.errored(err)
@@ -284,12 +284,12 @@ func (r *Run) settle(store CheckpointStore, out *Outcome) {
 	case StatusPaused:
 		return
 	case StatusCompleted, StatusFailed:
-		if err := store.Delete(ctx, r.ExecutionID); err != nil {
+		if err := store.Delete(ctx, r.ID()); err != nil {
 			r.auditf(slog.LevelWarn, "checkpoint.remove_failed", "error", err.Error())
 		}
 		return
 	}
-	cp, err := store.Load(ctx, r.ExecutionID)
+	cp, err := store.Load(ctx, r.ID())
 	if err != nil {
 		r.auditf(slog.LevelWarn, "checkpoint.write_failed", "error", err.Error())
 		return

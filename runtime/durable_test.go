@@ -34,8 +34,8 @@ func init() {
 		return func(ctx context.Context, c *Call) (Result, error) {
 			dMu.Lock()
 			defer dMu.Unlock()
-			if c.Node.Reason == "fail-once" && !dFailed[c.Run.ExecutionID] {
-				dFailed[c.Run.ExecutionID] = true
+			if c.Node.Reason == "fail-once" && !dFailed[c.Run.ID()] {
+				dFailed[c.Run.ID()] = true
 				return Result{}, c.Errorf(ClassTool, "transient trouble")
 			}
 			dSteps = append(dSteps, c.Node.ID)
@@ -56,12 +56,12 @@ func init() {
 	}})
 	RegisterNode(NodeKind{Kind: "d_peek", Family: "test", Prepare: func(n *workflow.Node, _ *Program) (NodeFunc, error) {
 		return func(ctx context.Context, c *Call) (Result, error) {
-			cp, err := LoadCheckpoint(c.Run.Engine.StateDir, c.Run.ExecutionID)
+			cp, err := LoadCheckpoint(c.Run.Engine.StateDir, c.Run.ID())
 			if err != nil {
 				return Result{}, err
 			}
 			return Next(map[string]any{"state": cp.State, "next": cp.NextNode,
-				"active": runActive(c.Run.Engine.StateDir, c.Run.ExecutionID)}), nil
+				"active": runActive(c.Run.Engine.StateDir, c.Run.ID())}), nil
 		}, nil
 	}})
 }
@@ -354,7 +354,7 @@ func (o *startRecorder) StartRun(ctx context.Context, r *Run) (context.Context, 
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	kind, _ := r.Trigger()["kind"].(string)
-	o.runs = append(o.runs, r.ExecutionID+" "+r.StartNode+" "+kind)
+	o.runs = append(o.runs, r.ID()+" "+r.StartNode+" "+kind)
 	return ctx, func(*Outcome) {}
 }
 

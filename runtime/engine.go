@@ -170,8 +170,10 @@ func NewExecutionID() string {
 // Run is the state of one executing workflow. Handlers reach it through
 // Call.Run.
 type Run struct {
-	Engine      *Engine
-	Program     *Program
+	Engine  *Engine
+	Program *Program
+	// ExecutionID is a top-level run's id; read ID(), which builds a
+	// child's on first use.
 	ExecutionID string
 	StartNode   string
 	DryRun      bool
@@ -190,6 +192,12 @@ type Run struct {
 	// (concurrent map and parallel children included) and costing no
 	// randomness (see childID and childIDs).
 	children atomic.Uint64
+	// idNum is a child's number under its parent, 0 in a top-level run:
+	// its id is the parent's, a dot and the number, which ID() builds
+	// once (idOnce), when something asks for it. Most children of a map
+	// are never asked: their id would be a string built for nothing.
+	idNum  uint64
+	idOnce sync.Once
 	// call is the Call handed to the current node's handler: a run
 	// executes one node at a time, and a handler must not keep its Call
 	// after it returns.
@@ -363,7 +371,7 @@ func (r *Run) Policy() *policy.Policy {
 // Audit returns the audit logger, tagged with the run id. (Handlers that
 // log call it; the engine's own events skip it.)
 func (r *Run) Audit() *slog.Logger {
-	return r.Engine.audit().With("execution_id", r.ExecutionID, "workflow", r.Program.Workflow.Name)
+	return r.Engine.audit().With("execution_id", r.ID(), "workflow", r.Program.Workflow.Name)
 }
 
 // Services returns the engine's services.
@@ -551,56 +559,48 @@ func (r *Run) RunChild(ctx context.Context, child *Program, start string, input 
 		input = Normalize(input)
 	}
 	trace := &Trace{}
-	out, _ := r.runChild(ctx, child, start, input, r.childID(), r.kind(), time.Time{}, &childState{}, trace, r.Counters)
+	out, _ := r.runChild(ctx, child, start, input, r.children.Add(1), r.kind(), time.Time{}, &childState{}, trace, r.Counters)
 	return out, trace
 }
 
-// childID is the id of the run's next child: the run's id and the next
-// number, unique among all its children (concurrent map and parallel
-// children included) and costing no randomness.
-func (r *Run) childID() string {
-	return r.ExecutionID + "." + strconv.FormatUint(r.children.Add(1), 10)
+// ID is the run's execution id: a top-level run's own, a child's its
+// parent's id, a dot and its number, unique among all the parent's
+// children (concurrent map and parallel children included) and costing
+// no randomness.
+func (r *Run) ID() string {
+	if r.idNum != 0 {
+		r.idOnce.Do(r.buildID)
+	}
+	return r.ExecutionID
 }
 
-// childIDs hands a RunChildren worker the ids of its children: it reserves
-// up to idBatch of the run's child numbers at a time and builds their ids
-// in one string, one allocation for many children instead of one each.
-// The ids are unique as childID's are; a worker that reserved more than
-// it ran leaves gaps in the numbers.
+func (r *Run) buildID() {
+	r.ExecutionID = r.parent.ID() + "." + strconv.FormatUint(r.idNum, 10)
+}
+
+// childIDs hands a RunChildren worker the numbers of its children: it
+// reserves up to idBatch of the run's child numbers at a time, so that
+// workers on other cores do not all update the run's counter for every
+// child. A worker that reserved more than it ran leaves gaps.
 type childIDs struct {
-	_        [0]func() // not comparable: no equality function for it in every binary
-	buf      string
-	ends     [idBatch]int
-	n, used  int
-	reserved int // in all
+	next, end uint64 // reserved and not yet used: [next, end)
+	reserved  int    // in all
 }
 
 const idBatch = 16
 
-// next returns the worker's next child id; want is how many children are
-// left to run at most (the size of the next reservation, up to idBatch).
-func (ids *childIDs) next(r *Run, want int) string {
-	if ids.used == ids.n {
-		k := min(idBatch, max(1, want))
-		first := r.children.Add(uint64(k)) - uint64(k) + 1
-		var b strings.Builder
-		b.Grow(k * (len(r.ExecutionID) + 4))
-		var num [20]byte
-		for i := range k {
-			b.WriteString(r.ExecutionID)
-			b.WriteByte('.')
-			b.Write(strconv.AppendUint(num[:0], first+uint64(i), 10))
-			ids.ends[i] = b.Len()
-		}
-		ids.buf, ids.n, ids.used = b.String(), k, 0
-		ids.reserved += k
+// take returns the worker's next child number; want is how many children
+// are left to run at most (the size of the next reservation, up to
+// idBatch).
+func (ids *childIDs) take(r *Run, want int) uint64 {
+	if ids.next == ids.end {
+		k := uint64(min(idBatch, max(1, want)))
+		ids.end = r.children.Add(k) + 1
+		ids.next = ids.end - k
+		ids.reserved += int(k)
 	}
-	start := 0
-	if ids.used > 0 {
-		start = ids.ends[ids.used-1]
-	}
-	ids.used++
-	return ids.buf[start:ids.ends[ids.used-1]]
+	ids.next++
+	return ids.next - 1
 }
 
 // runChild is RunChild in st (zero), recording its path in trace (nil:
@@ -608,7 +608,7 @@ func (ids *childIDs) next(r *Run, want int) string {
 // starting at the clock reading at (zero: read the clock) and returning
 // the reading that ended the child (zero if it did not run). The outcome
 // may live in st.
-func (r *Run) runChild(ctx context.Context, child *Program, start string, input any, id, kind string, at time.Time, st *childState, trace *Trace, counters *Counters) (*Outcome, time.Time) {
+func (r *Run) runChild(ctx context.Context, child *Program, start string, input any, num uint64, kind string, at time.Time, st *childState, trace *Trace, counters *Counters) (*Outcome, time.Time) {
 	if r.Depth+1 > MaxCallDepth {
 		return &Outcome{Status: StatusErrored, Reason: fmt.Sprintf("call depth exceeds %d", MaxCallDepth),
 			Err: Errorf(ClassWorkflow, "call depth exceeds %d", MaxCallDepth)}, time.Time{}
@@ -622,7 +622,7 @@ func (r *Run) runChild(ctx context.Context, child *Program, start string, input 
 	c := &st.run
 	set(&c.Engine, r.Engine)
 	set(&c.Program, child)
-	c.ExecutionID = id
+	c.idNum = num
 	set(&c.StartNode, start)
 	c.DryRun = r.DryRun
 	set(&c.Deadline, r.Deadline)
@@ -635,7 +635,7 @@ func (r *Run) runChild(ctx context.Context, child *Program, start string, input 
 	c.triggerInput = input
 	if trace != nil {
 		c.trace = trace
-		*trace = Trace{ExecutionID: id, Entries: newTraceEntries(len(child.order))}
+		*trace = Trace{ExecutionID: c.ID(), Entries: newTraceEntries(len(child.order))}
 	}
 	if n := len(child.order); n <= smallChild {
 		if len(c.outputs) != n || n > 0 && &c.outputs[0] != &st.outputs[0] {
@@ -722,8 +722,8 @@ func (r *Run) RunOneChild(ctx context.Context, j ChildJob) (out Outcome) {
 	if ctx.Err() == nil {
 		// The spare's ids are this run's: reserved 1, 1, 2, 4, ... up to
 		// idBatch at a time, as calls in a chain or loop take them.
-		id := st.ids.next(r, max(1, st.ids.reserved))
-		o, _ := r.runChild(ctx, j.Program, j.Start, j.Input, id, r.kind(), r.startReading(), st, nil, r.Counters)
+		num := st.ids.take(r, max(1, st.ids.reserved))
+		o, _ := r.runChild(ctx, j.Program, j.Start, j.Input, num, r.kind(), r.startReading(), st, nil, r.Counters)
 		out = *o // o may live in st
 	}
 	r.spare.Store(st)
@@ -786,6 +786,10 @@ func (st *childState) reset() {
 	set(&o.RunID, "")
 	set(&o.HTTPResponse, nil)
 	set(&o.Err, nil)
+	if c.ExecutionID != "" {
+		c.ExecutionID = ""
+	}
+	c.idOnce = sync.Once{}
 	c.trigger = nil
 	c.triggerOnce = sync.Once{}
 	c.loops = nil
@@ -794,7 +798,11 @@ func (st *childState) reset() {
 	c.last = ""
 	c.nodeAt = 0
 	c.ended = time.Time{}
-	clear(st.outputs[:])
+	for i := range st.outputs { // only those set: clear() calls out for the pointers
+		if st.outputs[i].set {
+			st.outputs[i] = nodeOutput{}
+		}
+	}
 }
 
 // jobPool is what RunChildren's workers share: the next job to start,
@@ -904,7 +912,7 @@ func (r *Run) runJobs(ctx context.Context, js *jobs, st *childState, pool *jobPo
 			counters = &st.counters
 		}
 		var out *Outcome
-		out, at = r.runChild(ctx, j.Program, j.Start, j.Input, ids.next(r, share), kind, at, st, nil, counters)
+		out, at = r.runChild(ctx, j.Program, j.Start, j.Input, ids.take(r, share), kind, at, st, nil, counters)
 		js.done(i, out)
 		switch out.Status {
 		case StatusCompleted, StatusFailed, StatusTimedOut:
@@ -946,7 +954,7 @@ func (r *Run) auditf(level slog.Level, msg string, attrs ...any) {
 		return
 	}
 	rec := slog.NewRecord(time.Now(), level, msg, 0)
-	rec.AddAttrs(slog.String("execution_id", r.ExecutionID), slog.String("workflow", r.Program.Workflow.Name))
+	rec.AddAttrs(slog.String("execution_id", r.ID()), slog.String("workflow", r.Program.Workflow.Name))
 	rec.Add(attrs...)
 	_ = recipient(h, &rec).Handle(context.Background(), rec)
 }
@@ -976,7 +984,7 @@ func (r *Run) auditRun(out *Outcome, at time.Time) {
 		at = time.Now() // audit lines carry the wall clock, not a test's
 	}
 	rec.Time, rec.Level, rec.Message = at, level, msg
-	rec.AddAttrs(slog.String("execution_id", r.ExecutionID), slog.String("workflow", r.Program.Workflow.Name))
+	rec.AddAttrs(slog.String("execution_id", r.ID()), slog.String("workflow", r.Program.Workflow.Name))
 	if out == nil {
 		rec.AddAttrs(slog.String("start_node", r.StartNode), slog.Bool("dry_run", r.DryRun))
 		r.addTriggerAttrs(&rec) // audit.go: trigger kind and principal

@@ -11,6 +11,6 @@ import (
 // key, and a receiver can recognise the repeat. http_request sends it as
 // the Idempotency-Key header, shell_run as KILN_IDEMPOTENCY_KEY.
 func (c *Call) IdempotencyKey() string {
-	sum := sha256.Sum256([]byte(c.Run.ExecutionID + "." + c.Node.ID))
+	sum := sha256.Sum256([]byte(c.Run.ID() + "." + c.Node.ID))
 	return hex.EncodeToString(sum[:])
 }

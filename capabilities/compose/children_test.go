@@ -27,9 +27,9 @@ func init() {
 	// ctest_id records the child's run id and returns it.
 	reg("ctest_id", func(ctx context.Context, c *runtime.Call) (runtime.Result, error) {
 		seenIDsMu.Lock()
-		seenIDs = append(seenIDs, c.Run.ExecutionID)
+		seenIDs = append(seenIDs, c.Run.ID())
 		seenIDsMu.Unlock()
-		return runtime.Next(c.Run.ExecutionID), nil
+		return runtime.Next(c.Run.ID()), nil
 	})
 	// ctest_probe returns what its run knows before its second node ran:
 	// the second node's output (none, in a fresh run) and its trigger.

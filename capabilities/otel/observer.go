@@ -64,7 +64,7 @@ func (o *observer) StartRun(ctx context.Context, r *runtime.Run) (context.Contex
 	name := r.Program.Workflow.Name
 	attrs := []attribute.KeyValue{
 		attribute.String(AttrWorkflow, name),
-		attribute.String(AttrExecutionID, r.ExecutionID),
+		attribute.String(AttrExecutionID, r.ID()),
 		attribute.Bool(AttrDryRun, r.DryRun),
 		attribute.Int(AttrDepth, r.Depth),
 	}
