@@ -1,8 +1,14 @@
 package runtime
 
 import (
+	"bytes"
+	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
+
+	"github.com/kilnworks/kiln/runtime/workflow"
 )
 
 // A worker's child numbers, reserved idBatch at a time, give ids that are
@@ -35,6 +41,32 @@ func TestChildIDsAreWholeAndUnique(t *testing.T) {
 		take(c.take(r, max(1, c.reserved))) // RunOneChild's growing ones
 		if i%7 == 0 {
 			take(r.children.Add(1)) // RunChild's
+		}
+	}
+}
+
+func init() {
+	// t_touch logs an audit event through its run's logger, as a side
+	// effect allowed by policy does.
+	RegisterNode(NodeKind{Kind: "t_touch", Family: "test", Prepare: func(*workflow.Node, *Program) (NodeFunc, error) {
+		return func(_ context.Context, c *Call) (Result, error) {
+			c.Run.Audit().Info("t.touched")
+			return Next(nil), nil
+		}, nil
+	}})
+}
+
+// What a child logs carries the child's own id, which it builds only then.
+func TestChildAuditCarriesItsID(t *testing.T) {
+	var buf bytes.Buffer
+	e := &Engine{Audit: slog.New(slog.NewTextHandler(&buf, nil))}
+	p := parentOf(t, "t_fan", "t_touch")
+	if rep := e.Run(context.Background(), p, RunOptions{ExecutionID: "run-9"}); rep.Outcome.Status != StatusCompleted {
+		t.Fatalf("%+v", rep.Outcome)
+	}
+	for _, id := range []string{"run-9.1", "run-9.40"} {
+		if !strings.Contains(buf.String(), "msg=t.touched execution_id="+id+" ") {
+			t.Fatalf("no audit line of child %s:\n%s", id, buf.String())
 		}
 	}
 }
