@@ -243,9 +243,10 @@ func (r *Run) restore(cp *Checkpoint) error {
 	r.ExecutionID = cp.RunID
 	r.trace.ExecutionID = cp.RunID
 	r.StartNode = cp.StartNode
-	r.trigger = cp.Trigger
-	if r.trigger == nil {
-		r.trigger = MakeTrigger("manual", nil)
+	if cp.Trigger != nil {
+		r.setTrigger(cp.Trigger)
+	} else {
+		r.setTrigger(MakeTrigger("manual", nil))
 	}
 	for k, v := range cp.Outputs {
 		if pn, ok := r.Program.nodes[k]; ok { // same digest: every key is a node

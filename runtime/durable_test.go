@@ -54,6 +54,12 @@ func init() {
 			return Result{}, ctx.Err()
 		}, nil
 	}})
+	// d_kind returns the trigger kind its run hands its children.
+	RegisterNode(NodeKind{Kind: "d_kind", Family: "test", Prepare: func(n *workflow.Node, _ *Program) (NodeFunc, error) {
+		return func(ctx context.Context, c *Call) (Result, error) {
+			return Next(c.Run.kind()), nil
+		}, nil
+	}})
 	RegisterNode(NodeKind{Kind: "d_peek", Family: "test", Prepare: func(n *workflow.Node, _ *Program) (NodeFunc, error) {
 		return func(ctx context.Context, c *Call) (Result, error) {
 			cp, err := LoadCheckpoint(c.Run.Engine.StateDir, c.Run.ID())
@@ -364,13 +370,14 @@ func (o *startRecorder) StartNode(ctx context.Context, _ *Run, _ *workflow.Node,
 
 // TestResumedRunStartsAsItself: a resumed run is observed and audited
 // with its checkpoint's start node and trigger, not the resume call's
-// defaults (the first start node, a manual trigger).
+// defaults (the first start node, a manual trigger), and hands its
+// children the checkpoint's trigger kind.
 func TestResumedRunStartsAsItself(t *testing.T) {
 	dReset()
 	dir := t.TempDir()
 	p, err := Compile(&workflow.Workflow{Name: "durable", Digest: "d10",
 		StartNodes: []workflow.StartNode{{Name: "first", EntryNode: "a"}, {Name: "second", EntryNode: "a"}},
-		Nodes:      []workflow.Node{dNode("a", "d_step"), dNode("p", "d_pause"), dNode("b", "d_step")},
+		Nodes:      []workflow.Node{dNode("a", "d_step"), dNode("p", "d_pause"), dNode("b", "d_kind")},
 		Edges:      chainEdges("a", "p", "b")}, CompileOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -392,8 +399,8 @@ func TestResumedRunStartsAsItself(t *testing.T) {
 		t.Fatal(err)
 	}
 	buf.Reset()
-	if rep := e.Run(context.Background(), p, RunOptions{Resume: cp}); rep.Outcome.Status != StatusCompleted {
-		t.Fatalf("resumed outcome %+v", rep.Outcome)
+	if rep := e.Run(context.Background(), p, RunOptions{Resume: cp}); rep.Outcome.Status != StatusCompleted || rep.Outcome.FinalValue != "webhook" {
+		t.Fatalf("resumed outcome %+v, want completed with the trigger kind webhook", rep.Outcome)
 	}
 	if got := strings.Join(obs.runs, " | "); got != "run-self second webhook | run-self second webhook" {
 		t.Fatalf("observed runs: %s", got)

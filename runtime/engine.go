@@ -212,7 +212,9 @@ type Run struct {
 	outputs []nodeOutput   // by programNode.pos
 	trigger map[string]any // see Trigger; nil in a child until asked for
 	// A child's trigger is MakeTrigger(triggerKind, triggerInput), built
-	// on demand (resolveTrigger).
+	// on demand (resolveTrigger). A top-level run keeps its trigger's
+	// kind in triggerKind too (setTrigger): a call passes it to a child
+	// at every step, and it is a map lookup.
 	lazyTrigger  bool
 	triggerKind  string
 	triggerInput any
@@ -241,7 +243,13 @@ type Run struct {
 // of RunChildren keeps no trace. The reading it saves is a tenth of a map
 // item's child run on a VM.
 func (r *Run) timed(ctx context.Context) bool {
-	if r.Depth == 0 || r.trace != nil || !r.Deadline.IsZero() {
+	return r.Depth == 0 || r.trace != nil || hasDeadline(ctx, r.Deadline)
+}
+
+// hasDeadline reports whether a run with deadline (zero: none) running
+// under ctx has a deadline.
+func hasDeadline(ctx context.Context, deadline time.Time) bool {
+	if !deadline.IsZero() {
 		return true
 	}
 	_, ok := ctx.Deadline()
@@ -334,11 +342,17 @@ func (r *Run) triggerField(name string) (any, bool) {
 
 // kind is the run's trigger kind.
 func (r *Run) kind() string {
-	if r.lazyTrigger {
+	if r.lazyTrigger || r.triggerKind != "" {
 		return r.triggerKind
 	}
 	k, _ := r.trigger["kind"].(string)
 	return k
+}
+
+// setTrigger sets a top-level run's trigger.
+func (r *Run) setTrigger(t map[string]any) {
+	r.trigger = t
+	r.triggerKind, _ = t["kind"].(string)
 }
 
 // Outputs returns a copy of the node outputs so far.
@@ -469,7 +483,7 @@ func (e *Engine) Run(ctx context.Context, p *Program, opts RunOptions) *Report {
 	run.Counters = &st.counters
 	run.budget = &st.budget
 	run.outputs = outputs
-	run.trigger = trig
+	run.setTrigger(trig)
 	run.trace = &st.trace
 	if b := p.Workflow.Budget; b != nil {
 		run.budget.maxTokens = b.MaxLLMTokens
@@ -723,7 +737,11 @@ func (r *Run) RunOneChild(ctx context.Context, j ChildJob) (out Outcome) {
 		// The spare's ids are this run's: reserved 1, 1, 2, 4, ... up to
 		// idBatch at a time, as calls in a chain or loop take them.
 		num := st.ids.take(r, max(1, st.ids.reserved))
-		o, _ := r.runChild(ctx, j.Program, j.Start, j.Input, num, r.kind(), r.startReading(), st, nil, r.Counters)
+		var at time.Time // the child keeps no trace: it is timed only with a deadline
+		if hasDeadline(ctx, r.Deadline) {
+			at = r.startReading()
+		}
+		o, _ := r.runChild(ctx, j.Program, j.Start, j.Input, num, r.kind(), at, st, nil, r.Counters)
 		out = *o // o may live in st
 	}
 	r.spare.Store(st)
