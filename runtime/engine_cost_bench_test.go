@@ -92,9 +92,22 @@ func reportRatio(b *testing.B, unit string, ratios []float64, ok func(float64) b
 	// The testing package first runs a benchmark with tiny b.N to size it:
 	// rounds of one or two operations are noise, so only a sized run is
 	// judged.
+	if ok != nil && b.N >= minCheckedN {
+		b.Logf("%s at b.N=%d, rounds %s: median %.2f (min %.2f, max %.2f), target %s",
+			unit, b.N, roundsText(ratios), med, s[0], s[len(s)-1], target)
+	}
 	if ok != nil && os.Getenv("KILN_BENCH_CHECK") != "" && b.N >= minCheckedN && !ok(med) {
 		b.Errorf("%s: median %.3f misses the target %s (rounds %.3f)", unit, med, target, ratios)
 	}
+}
+
+// roundsText is ratios, each with two decimals, in round order.
+func roundsText(ratios []float64) string {
+	parts := make([]string, len(ratios))
+	for i, r := range ratios {
+		parts[i] = fmt.Sprintf("%.2f", r)
+	}
+	return strings.Join(parts, " ")
 }
 
 func median(xs []float64) float64 {
