@@ -113,7 +113,7 @@ func prepareRespond(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, err
 	if contentType == "" {
 		contentType = "application/json"
 	}
-	tmpl, inputFrom := n.BodyTemplate, n.InputFrom
+	tmpl, inputFrom := runtime.ParseTemplate(n.BodyTemplate), n.InputFrom
 	// The output is built in the engine's value model (json.Number), so it
 	// needs no normalising copy; its constant values are boxed once, here.
 	var statusValue, contentTypeValue any = json.Number(strconv.Itoa(status)), contentType
@@ -122,7 +122,7 @@ func prepareRespond(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, err
 		if inputFrom != "" {
 			input = c.From(inputFrom)
 		}
-		body := runtime.Render(tmpl, input, c.Run)
+		body := tmpl.Render(input, c.Run)
 		return runtime.Result{
 			Value: map[string]any{"status": statusValue, "content_type": contentTypeValue,
 				"bytes": json.Number(strconv.Itoa(len(body)))},

@@ -51,13 +51,13 @@ func prepareTemplateRender(n *workflow.Node, p *runtime.Program) (runtime.NodeFu
 	if err := spec.Err(dataspec.CheckTemplateRender(n, spec.ForWorkflow(p.Workflow))); err != nil {
 		return nil, err
 	}
-	tmpl, from := n.Template, n.InputFrom
+	tmpl, from := runtime.ParseTemplate(n.Template), n.InputFrom
 	return func(_ context.Context, c *runtime.Call) (runtime.Result, error) {
 		var input any
 		if from != "" {
 			input = c.From(from)
 		}
-		return runtime.Next(map[string]any{"rendered": runtime.Render(tmpl, input, c.Run)}), nil
+		return runtime.Next(map[string]any{"rendered": tmpl.Render(input, c.Run)}), nil
 	}, nil
 }
 
