@@ -366,7 +366,10 @@ func Main(args []string, o Options) int {
 		return code
 	}
 	if serve {
-		return serveLoop(ctx, stop, host, exts, o, fail)
+		if serveFn == nil {
+			return fail(ExitUsage, nothingToServe)
+		}
+		return serveFn(ctx, stop, host, exts, o, fail)
 	}
 	return runOnce(ctx, host, &s, o, fail)
 }
@@ -635,6 +638,18 @@ func servesWork(l runtime.Listener) bool {
 	return !last
 }
 
+// serveFn is serveLoop in a binary that can serve (EnableServe), else nil.
+var serveFn func(ctx context.Context, stop context.CancelFunc, h *runtime.Host, exts []runtime.Extension,
+	o Options, fail func(int, string, ...any) int) int
+
+// EnableServe links the serve loop into the binary. The families whose
+// listeners start runs call it from their package init (through
+// capabilities/internal/ops, which each of them imports); a one-shot
+// binary, which has nothing to serve, does not carry the loop.
+func EnableServe() { serveFn = serveLoop }
+
+const nothingToServe = "serve mode: nothing to serve (the workflow declares no http routes or triggers a compiled-in capability listens for)"
+
 // serveLoop runs every extension's listeners until a signal (or the first
 // listener failure), then cancels them and waits for them to drain.
 func serveLoop(ctx context.Context, stop context.CancelFunc, h *runtime.Host, exts []runtime.Extension,
@@ -651,7 +666,7 @@ func serveLoop(ctx context.Context, stop context.CancelFunc, h *runtime.Host, ex
 		listeners = append(listeners, ls...)
 	}
 	if !slices.ContainsFunc(listeners, servesWork) { // the ops listener alone serves nothing
-		return fail(ExitUsage, "serve mode: nothing to serve (the workflow declares no http routes or triggers a compiled-in capability listens for)")
+		return fail(ExitUsage, nothingToServe)
 	}
 	audit := h.Engine.Audit
 	names := make([]string, len(listeners))

@@ -21,6 +21,7 @@ import (
 
 // Test node kinds (capability packages are not linked into runtime tests).
 func init() {
+	EnableServe() // these tests serve as a binary with listeners does
 	// cli_echo: output = {"trigger": trigger, "secret": Services.Secret(Key) if Key set}.
 	runtime.RegisterNode(runtime.NodeKind{Kind: "cli_echo", Family: "clitest", Prepare: func(n *workflow.Node, _ *runtime.Program) (runtime.NodeFunc, error) {
 		key := n.Key
@@ -216,6 +217,16 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"--config", "other.toml"}, "workflow is already loaded"},
 		{[]string{"--mode", "serve", "--quiet"}, "nothing to serve"},
 	}
+	// A binary without the serve loop (nothing links the ops package) says
+	// the same: it has nothing to serve either.
+	defer func(f func(context.Context, context.CancelFunc, *runtime.Host, []runtime.Extension, Options, func(int, string, ...any) int) int) {
+		serveFn = f
+	}(serveFn)
+	serveFn = nil
+	if r := run(t, wf, nil, "", "--mode", "serve", "--quiet"); r.code != ExitUsage || !strings.Contains(r.stderr, nothingToServe) {
+		t.Errorf("serve mode without the serve loop: exit %d, stderr %q; want 2 and %q", r.code, r.stderr, nothingToServe)
+	}
+	serveFn = serveLoop
 	for _, c := range cases {
 		r := run(t, wf, nil, "", c.args...)
 		if r.code != ExitUsage || !strings.Contains(r.stderr, c.want) {

@@ -4,7 +4,8 @@
 // serves (docs/operations.md). The families that run long (http, the
 // trigger families, mcp) import it, so a one-shot binary links no HTTP
 // server; importing it registers the "ops" extension, which also attaches
-// the process metrics (package metrics) in serve mode.
+// the process metrics (package metrics) in serve mode, and links the
+// CLI's serve loop (cli.EnableServe).
 package ops
 
 import (
@@ -19,6 +20,7 @@ import (
 
 	"github.com/kilnworks/kiln/capabilities/internal/ops/metrics"
 	"github.com/kilnworks/kiln/runtime"
+	"github.com/kilnworks/kiln/runtime/cli"
 )
 
 // flagBind is --ops-bind; "" falls back to [server] ops_bind, and both
@@ -26,6 +28,7 @@ import (
 var flagBind string
 
 func init() {
+	cli.EnableServe() // every family with listeners that start runs imports this package
 	runtime.RegisterExtension(runtime.Extension{
 		Name: "ops",
 		Flags: func(fs *flag.FlagSet) {
