@@ -173,6 +173,16 @@ func (c *Call) Lookup(path string) (any, bool) {
 // error names the node, its kind, the key and what was found instead.
 func (c *Call) FromString(key, path string) (string, error) {
 	v, ok := c.Lookup(path)
+	return c.stringAt(key, path, v, ok)
+}
+
+// GetString is FromString for a compiled path.
+func (c *Call) GetString(key string, path Path) (string, error) {
+	v, ok := c.Get(path)
+	return c.stringAt(key, path.text, v, ok)
+}
+
+func (c *Call) stringAt(key, path string, v any, ok bool) (string, error) {
 	if !ok {
 		return "", c.Errorf(ClassTool, "%s %q did not resolve to a value", key, path)
 	}

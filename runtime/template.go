@@ -24,6 +24,9 @@ type templatePart struct {
 	text   string
 	marker string // as written, braces included: what a miss leaves
 	path   string // "" for a marker left as written (empty, or secret:)
+	// inContext is path compiled for the run's context (Program.Template);
+	// from ParseTemplate, it resolves by name.
+	inContext Path
 }
 
 // ParseTemplate splits tmpl into literal text and markers. A "{{" with no
@@ -42,7 +45,7 @@ func ParseTemplate(tmpl string) *Template {
 		}
 		p := templatePart{text: rest[:open], marker: rest[open : open+2+closeAt+2]}
 		if path := strings.TrimSpace(rest[open+2 : open+2+closeAt]); path != "" && !strings.HasPrefix(path, "secret:") {
-			p.path = path
+			p.path, p.inContext = path, Path{text: path}
 		}
 		t.parts = append(t.parts, p)
 		t.size += len(p.text)
@@ -50,6 +53,18 @@ func ParseTemplate(tmpl string) *Template {
 	}
 	t.tail = rest
 	t.size += len(rest)
+	return t
+}
+
+// Template is ParseTemplate with each marker's path compiled for the runs
+// of p (Program.Path), for a node to prepare once.
+func (p *Program) Template(tmpl string) *Template {
+	t := ParseTemplate(tmpl)
+	for i := range t.parts {
+		if part := &t.parts[i]; part.path != "" {
+			part.inContext = p.Path(part.path)
+		}
+	}
 	return t
 }
 
@@ -78,7 +93,7 @@ func markerValue(p templatePart, input any, run *Run) string {
 		return AsString(v)
 	}
 	if run != nil {
-		if v, ok := run.Resolve(p.path); ok {
+		if v, ok := run.resolvePath(p.inContext); ok {
 			return AsString(v)
 		}
 	}

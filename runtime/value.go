@@ -552,24 +552,41 @@ func lookupSegments(v any, path string) (any, bool) {
 		// input_from, and need no slice of segments.
 		var seg string
 		seg, path, more = strings.Cut(path, ".")
-		switch x := cur.(type) {
-		case map[string]any:
-			next, ok := x[seg]
-			if !ok {
-				return nil, false
-			}
-			cur = next
-		case []any:
-			i, err := strconv.Atoi(seg)
-			if err != nil || i < 0 || i >= len(x) || seg != strconv.Itoa(i) {
-				return nil, false
-			}
-			cur = x[i]
-		default:
+		var ok bool
+		if cur, ok = lookupStep(cur, seg); !ok {
 			return nil, false
 		}
 	}
 	return cur, true
+}
+
+// lookupSegs is lookupSegments over a path already split (Path).
+func lookupSegs(v any, segs []string) (any, bool) {
+	cur := v
+	for _, seg := range segs {
+		var ok bool
+		if cur, ok = lookupStep(cur, seg); !ok {
+			return nil, false
+		}
+	}
+	return cur, true
+}
+
+// lookupStep takes one segment of a path inside v: an object's key, or an
+// array's index written as a plain decimal number.
+func lookupStep(v any, seg string) (any, bool) {
+	switch x := v.(type) {
+	case map[string]any:
+		next, ok := x[seg]
+		return next, ok
+	case []any:
+		i, err := strconv.Atoi(seg)
+		if err != nil || i < 0 || i >= len(x) || seg != strconv.Itoa(i) {
+			return nil, false
+		}
+		return x[i], true
+	}
+	return nil, false
 }
 
 // TypeName names the JSON type of v for error messages.

@@ -38,9 +38,9 @@ func prepareJSONSelect(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, 
 	if err := spec.Err(dataspec.CheckJSONSelect(n, spec.ForWorkflow(p.Workflow))); err != nil {
 		return nil, err
 	}
-	from, path := n.InputFrom, n.Path
+	from, path := p.Path(n.InputFrom), n.Path
 	return func(_ context.Context, c *runtime.Call) (runtime.Result, error) {
-		v, found := runtime.Lookup(c.From(from), path)
+		v, found := runtime.Lookup(c.GetValue(from), path)
 		return runtime.Next(map[string]any{"value": v, "found": found}), nil
 	}, nil
 }
@@ -51,12 +51,9 @@ func prepareTemplateRender(n *workflow.Node, p *runtime.Program) (runtime.NodeFu
 	if err := spec.Err(dataspec.CheckTemplateRender(n, spec.ForWorkflow(p.Workflow))); err != nil {
 		return nil, err
 	}
-	tmpl, from := runtime.ParseTemplate(n.Template), n.InputFrom
+	tmpl, from := p.Template(n.Template), p.Path(n.InputFrom)
 	return func(_ context.Context, c *runtime.Call) (runtime.Result, error) {
-		var input any
-		if from != "" {
-			input = c.From(from)
-		}
+		input := c.GetValue(from) // nil without input_from
 		return runtime.Next(map[string]any{"rendered": tmpl.Render(input, c.Run)}), nil
 	}, nil
 }
@@ -66,8 +63,8 @@ func prepareDiffCompute(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc,
 	if err := spec.Err(dataspec.CheckDiffCompute(n, spec.ForWorkflow(p.Workflow))); err != nil {
 		return nil, err
 	}
-	left, right := n.LeftFrom, n.RightFrom
+	left, right := p.Path(n.LeftFrom), p.Path(n.RightFrom)
 	return func(_ context.Context, c *runtime.Call) (runtime.Result, error) {
-		return runtime.Next(Diff(c.From(left), c.From(right))), nil
+		return runtime.Next(Diff(c.GetValue(left), c.GetValue(right))), nil
 	}, nil
 }

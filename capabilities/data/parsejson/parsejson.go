@@ -27,9 +27,9 @@ func prepare(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, error) {
 	if err := spec.Err(dataspec.CheckParseJSON(n, spec.ForWorkflow(p.Workflow))); err != nil {
 		return nil, err
 	}
-	from := n.InputFrom
+	from := p.Path(n.InputFrom)
 	return func(_ context.Context, c *runtime.Call) (runtime.Result, error) {
-		text, err := c.FromString("input_from", from)
+		text, err := c.GetString("input_from", from)
 		if err != nil {
 			return runtime.Result{}, err
 		}
