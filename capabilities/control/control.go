@@ -42,9 +42,9 @@ func prepareCondition(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, e
 	if err := spec.Err(controlspec.CheckExpr(n, spec.ForWorkflow(p.Workflow))); err != nil {
 		return nil, err
 	}
-	expr := p.Path(n.Expr)
+	expr := n.Expr
 	return func(_ context.Context, c *runtime.Call) (runtime.Result, error) {
-		v := c.GetValue(expr)
+		v := c.From(expr)
 		branch := "false"
 		if runtime.Truthy(v) {
 			branch = "true"
@@ -58,9 +58,9 @@ func prepareSwitch(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, erro
 	if err := spec.Err(controlspec.CheckExpr(n, spec.ForWorkflow(p.Workflow))); err != nil {
 		return nil, err
 	}
-	expr := p.Path(n.Expr)
+	expr := n.Expr
 	return func(_ context.Context, c *runtime.Call) (runtime.Result, error) {
-		v := c.GetValue(expr)
+		v := c.From(expr)
 		return runtime.NextBranch(map[string]any{"value": v}, runtime.SwitchLabel(v)), nil
 	}, nil
 }
@@ -113,14 +113,14 @@ func prepareRespond(n *workflow.Node, p *runtime.Program) (runtime.NodeFunc, err
 	if contentType == "" {
 		contentType = "application/json"
 	}
-	tmpl, inputFrom := p.Template(n.BodyTemplate), p.Path(n.InputFrom)
+	tmpl, inputFrom := runtime.ParseTemplate(n.BodyTemplate), n.InputFrom
 	// The output is built in the engine's value model (json.Number), so it
 	// needs no normalising copy; its constant values are boxed once, here.
 	var statusValue, contentTypeValue any = json.Number(strconv.Itoa(status)), contentType
 	return func(_ context.Context, c *runtime.Call) (runtime.Result, error) {
 		var input any = c.Run.Trigger()
-		if inputFrom.String() != "" {
-			input = c.GetValue(inputFrom)
+		if inputFrom != "" {
+			input = c.From(inputFrom)
 		}
 		body := tmpl.Render(input, c.Run)
 		return runtime.Result{
