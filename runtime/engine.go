@@ -190,7 +190,7 @@ type Run struct {
 	// children numbers this run's child runs: a child's id is this run's
 	// id and a number taken from here, unique among all its children
 	// (concurrent map and parallel children included) and costing no
-	// randomness (see childID and childIDs).
+	// randomness (see ID and childIDs).
 	children atomic.Uint64
 	// idNum is a child's number under its parent, 0 in a top-level run:
 	// its id is the parent's, a dot and the number, which ID() builds
@@ -619,9 +619,9 @@ func (ids *childIDs) take(r *Run, want int) uint64 {
 
 // runChild is RunChild in st (zero), recording its path in trace (nil:
 // none), counting in counters (r's own, or ones added to r's later),
-// starting at the clock reading at (zero: read the clock) and returning
-// the reading that ended the child (zero if it did not run). The outcome
-// may live in st.
+// starting at the clock reading at (zero: read the clock if the child is
+// timed, Run.timed) and returning the reading that ended the child (zero
+// if it did not run or was not timed). The outcome may live in st.
 func (r *Run) runChild(ctx context.Context, child *Program, start string, input any, num uint64, kind string, at time.Time, st *childState, trace *Trace, counters *Counters) (*Outcome, time.Time) {
 	if r.Depth+1 > MaxCallDepth {
 		return &Outcome{Status: StatusErrored, Reason: fmt.Sprintf("call depth exceeds %d", MaxCallDepth),
@@ -1130,9 +1130,9 @@ func (r *Run) walk(ctx context.Context, opts RunOptions, started time.Time, prev
 
 	// Time is kept as durations since started: a step's arithmetic on
 	// them is a subtraction, not time.Time's.
-	hasDeadline := !r.Deadline.IsZero()
+	limited := !r.Deadline.IsZero()
 	var deadline time.Duration
-	if hasDeadline { // Sub's overflow checks cost a third of a step
+	if limited { // Sub's overflow checks cost a third of a step
 		deadline = r.Deadline.Sub(started)
 	}
 	for steps := 0; ; steps++ {
@@ -1141,12 +1141,12 @@ func (r *Run) walk(ctx context.Context, opts RunOptions, started time.Time, prev
 		// start reading; a later one reads the clock only for the trace or
 		// the deadline (a map item's run often has neither).
 		var at time.Duration
-		if steps > 0 && (r.trace != nil || hasDeadline) {
+		if steps > 0 && (r.trace != nil || limited) {
 			at = e.since(started)
 		}
 		r.finishTrace(at - *prev)
 		*prev = at
-		if hasDeadline && at >= deadline {
+		if limited && at >= deadline {
 			return r.timedOut(started)
 		}
 		if steps >= MaxSteps {
