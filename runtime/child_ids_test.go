@@ -56,7 +56,8 @@ func init() {
 	}})
 }
 
-// What a child logs carries the child's own id, which it builds only then.
+// What a child logs carries the child's own id, which it builds only then:
+// each of the 40 children logs once, with an id of its own under the run's.
 func TestChildAuditCarriesItsID(t *testing.T) {
 	var buf bytes.Buffer
 	e := &Engine{Audit: slog.New(slog.NewTextHandler(&buf, nil))}
@@ -64,9 +65,20 @@ func TestChildAuditCarriesItsID(t *testing.T) {
 	if rep := e.Run(context.Background(), p, RunOptions{ExecutionID: "run-9"}); rep.Outcome.Status != StatusCompleted {
 		t.Fatalf("%+v", rep.Outcome)
 	}
-	for _, id := range []string{"run-9.1", "run-9.40"} {
-		if !strings.Contains(buf.String(), "msg=t.touched execution_id="+id+" ") {
-			t.Fatalf("no audit line of child %s:\n%s", id, buf.String())
+	ids := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		_, rest, ok := strings.Cut(line, " msg=t.touched execution_id=")
+		if !ok {
+			continue
 		}
+		id, _, _ := strings.Cut(rest, " ")
+		var n int
+		if _, err := fmt.Sscanf(id, "run-9.%d", &n); err != nil || id != fmt.Sprintf("run-9.%d", n) || ids[id] {
+			t.Fatalf("child audit line with id %q (not run-9.<number>, or twice):\n%s", id, buf.String())
+		}
+		ids[id] = true
+	}
+	if len(ids) != 40 {
+		t.Fatalf("%d children logged with their own id, want 40:\n%s", len(ids), buf.String())
 	}
 }
