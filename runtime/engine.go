@@ -573,7 +573,7 @@ func (r *Run) RunChild(ctx context.Context, child *Program, start string, input 
 		input = Normalize(input)
 	}
 	trace := &Trace{}
-	out, _ := r.runChild(ctx, child, start, input, r.children.Add(1), r.kind(), time.Time{}, &childState{}, trace, r.Counters)
+	out, _ := r.runChild(ctx, child, start, input, r.children.Add(1), time.Time{}, &childState{}, trace, r.Counters)
 	return out, trace
 }
 
@@ -622,7 +622,7 @@ func (ids *childIDs) take(r *Run, want int) uint64 {
 // starting at the clock reading at (zero: read the clock if the child is
 // timed, Run.timed) and returning the reading that ended the child (zero
 // if it did not run or was not timed). The outcome may live in st.
-func (r *Run) runChild(ctx context.Context, child *Program, start string, input any, num uint64, kind string, at time.Time, st *childState, trace *Trace, counters *Counters) (*Outcome, time.Time) {
+func (r *Run) runChild(ctx context.Context, child *Program, start string, input any, num uint64, at time.Time, st *childState, trace *Trace, counters *Counters) (*Outcome, time.Time) {
 	if r.Depth+1 > MaxCallDepth {
 		return &Outcome{Status: StatusErrored, Reason: fmt.Sprintf("call depth exceeds %d", MaxCallDepth),
 			Err: Errorf(ClassWorkflow, "call depth exceeds %d", MaxCallDepth)}, time.Time{}
@@ -645,7 +645,7 @@ func (r *Run) runChild(ctx context.Context, child *Program, start string, input 
 	set(&c.budget, r.budget)
 	set(&c.parent, r)
 	c.lazyTrigger = true
-	set(&c.triggerKind, kind)
+	set(&c.triggerKind, r.kind()) // a field (setTrigger, or a child's own)
 	c.triggerInput = input
 	if trace != nil {
 		c.trace = trace
@@ -741,7 +741,7 @@ func (r *Run) RunOneChild(ctx context.Context, j ChildJob) (out Outcome) {
 		if hasDeadline(ctx, r.Deadline) {
 			at = r.startReading()
 		}
-		o, _ := r.runChild(ctx, j.Program, j.Start, j.Input, num, r.kind(), at, st, nil, r.Counters)
+		o, _ := r.runChild(ctx, j.Program, j.Start, j.Input, num, at, st, nil, r.Counters)
 		out = *o // o may live in st
 	}
 	r.spare.Store(st)
@@ -880,7 +880,6 @@ func (r *Run) startHelpers(ctx context.Context, js *jobs, pool *jobPool, n, next
 func (r *Run) runJobs(ctx context.Context, js *jobs, st *childState, pool *jobPool, lead bool) *childState {
 	var at time.Time // the end of this worker's previous child
 	var ids childIDs
-	kind := r.kind() // the children's trigger kind
 	if pool != nil {
 		if lead {
 			at = r.startReading() // the first child's start
@@ -930,7 +929,7 @@ func (r *Run) runJobs(ctx context.Context, js *jobs, st *childState, pool *jobPo
 			counters = &st.counters
 		}
 		var out *Outcome
-		out, at = r.runChild(ctx, j.Program, j.Start, j.Input, ids.take(r, share), kind, at, st, nil, counters)
+		out, at = r.runChild(ctx, j.Program, j.Start, j.Input, ids.take(r, share), at, st, nil, counters)
 		js.done(i, out)
 		switch out.Status {
 		case StatusCompleted, StatusFailed, StatusTimedOut:
