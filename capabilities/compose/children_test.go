@@ -2,6 +2,8 @@ package compose
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -17,6 +19,7 @@ import (
 var (
 	seenIDsMu sync.Mutex
 	seenIDs   []string
+	seenKeys  []string // the idempotency key each child's node presented
 )
 
 func init() {
@@ -24,10 +27,13 @@ func init() {
 		runtime.RegisterNode(runtime.NodeKind{Kind: kind, Family: "composetest",
 			Prepare: func(*workflow.Node, *runtime.Program) (runtime.NodeFunc, error) { return f, nil }})
 	}
-	// ctest_id records the child's run id and returns it.
+	// ctest_id records the child's run id and its idempotency key, and
+	// returns the id.
 	reg("ctest_id", func(ctx context.Context, c *runtime.Call) (runtime.Result, error) {
+		key := c.IdempotencyKey() // first: it must not need ID() called before it
 		seenIDsMu.Lock()
 		seenIDs = append(seenIDs, c.Run.ID())
+		seenKeys = append(seenKeys, key)
 		seenIDsMu.Unlock()
 		return runtime.Next(c.Run.ID()), nil
 	})
@@ -76,7 +82,7 @@ to = "second"
 // repeat of the other's.
 func TestChildRunIDsUnique(t *testing.T) {
 	p := build(t, fmt.Sprintf(mapOf, 4, 3), map[string]string{"child.toml": "name = \"c\"\n[[nodes]]\nid = \"id\"\ntype = \"ctest_id\"\n"})
-	seenIDs = nil
+	seenIDs, seenKeys = nil, nil
 	e := &runtime.Engine{}
 	rep := e.Run(context.Background(), p, runtime.RunOptions{ExecutionID: "parent-run",
 		Trigger: runtime.MakeTrigger("manual", map[string]any{"items": mapItems(300)})})
@@ -95,6 +101,14 @@ func TestChildRunIDsUnique(t *testing.T) {
 			t.Fatalf("child id %q used twice", id)
 		}
 		seen[id] = true
+	}
+	// The idempotency key a child's node presents is derived from that
+	// child's own id, so no two children share one.
+	for i, id := range seenIDs {
+		sum := sha256.Sum256([]byte(id + ".id"))
+		if seenKeys[i] != hex.EncodeToString(sum[:]) {
+			t.Fatalf("child %s presented idempotency key %s, not the one of its own id", id, seenKeys[i])
+		}
 	}
 	// Each child reports the id it ran under, in item order.
 	res := rep.Outcome.FinalValue.(map[string]any)["results"].([]any)
