@@ -46,39 +46,50 @@ func TestChildIDsAreWholeAndUnique(t *testing.T) {
 }
 
 func init() {
-	// t_touch logs an audit event through its run's logger, as a side
-	// effect allowed by policy does.
+	// t_touch logs an audit event through its run's logger, as a handler
+	// that logs does; t_effect audits a side effect the policy allowed.
+	// Each is the first thing to ask its child run for its id.
 	RegisterNode(NodeKind{Kind: "t_touch", Family: "test", Prepare: func(*workflow.Node, *Program) (NodeFunc, error) {
 		return func(_ context.Context, c *Call) (Result, error) {
 			c.Run.Audit().Info("t.touched")
 			return Next(nil), nil
 		}, nil
 	}})
+	RegisterNode(NodeKind{Kind: "t_effect", Family: "test", Prepare: func(*workflow.Node, *Program) (NodeFunc, error) {
+		return func(_ context.Context, c *Call) (Result, error) {
+			c.AuditEffect("test.touch", "somewhere")
+			return Next(nil), nil
+		}, nil
+	}})
 }
 
 // What a child logs carries the child's own id, which it builds only then:
-// each of the 40 children logs once, with an id of its own under the run's.
+// each of the 40 children logs once, with an id of its own under the
+// run's, through the run's logger (Run.Audit) and through the engine's own
+// events (an allowed side effect).
 func TestChildAuditCarriesItsID(t *testing.T) {
-	var buf bytes.Buffer
-	e := &Engine{Audit: slog.New(slog.NewTextHandler(&buf, nil))}
-	p := parentOf(t, "t_fan", "t_touch")
-	if rep := e.Run(context.Background(), p, RunOptions{ExecutionID: "run-9"}); rep.Outcome.Status != StatusCompleted {
-		t.Fatalf("%+v", rep.Outcome)
-	}
-	ids := map[string]bool{}
-	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
-		_, rest, ok := strings.Cut(line, " msg=t.touched execution_id=")
-		if !ok {
-			continue
+	for kind, msg := range map[string]string{"t_touch": "t.touched", "t_effect": "effect.allowed"} {
+		var buf bytes.Buffer
+		e := &Engine{Audit: slog.New(slog.NewTextHandler(&buf, nil))}
+		p := parentOf(t, "t_fan", kind)
+		if rep := e.Run(context.Background(), p, RunOptions{ExecutionID: "run-9"}); rep.Outcome.Status != StatusCompleted {
+			t.Fatalf("%s: %+v", kind, rep.Outcome)
 		}
-		id, _, _ := strings.Cut(rest, " ")
-		var n int
-		if _, err := fmt.Sscanf(id, "run-9.%d", &n); err != nil || id != fmt.Sprintf("run-9.%d", n) || ids[id] {
-			t.Fatalf("child audit line with id %q (not run-9.<number>, or twice):\n%s", id, buf.String())
+		ids := map[string]bool{}
+		for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+			_, rest, ok := strings.Cut(line, " msg="+msg+" execution_id=")
+			if !ok {
+				continue
+			}
+			id, _, _ := strings.Cut(rest, " ")
+			var n int
+			if _, err := fmt.Sscanf(id, "run-9.%d", &n); err != nil || id != fmt.Sprintf("run-9.%d", n) || ids[id] {
+				t.Fatalf("%s: child audit line with id %q (not run-9.<number>, or twice):\n%s", kind, id, buf.String())
+			}
+			ids[id] = true
 		}
-		ids[id] = true
-	}
-	if len(ids) != 40 {
-		t.Fatalf("%d children logged with their own id, want 40:\n%s", len(ids), buf.String())
+		if len(ids) != 40 {
+			t.Fatalf("%s: %d children logged with their own id, want 40:\n%s", kind, len(ids), buf.String())
+		}
 	}
 }
